@@ -1,0 +1,18 @@
+"""Import every module that defines configurables so gin can resolve their names."""
+import importlib
+
+_MODULES = [
+    "alf.utils.schedules",
+    "alf.utils.optimizers",
+    "alf.environments",
+    "alf.networks",
+    "alf.algorithms.data_transformers",
+    "alf.algorithms.actor_critic_loss",
+    "alf.algorithms.ppo_loss",
+    "alf.algorithms.actor_critic_algorithm",
+    "alf.algorithms.ppo_algorithm",
+    "alf.trainers.trainer_config",
+]
+
+for _m in _MODULES:
+    importlib.import_module(_m)

@@ -1,0 +1,82 @@
+"""A2C: on-policy actor-critic trained on each fresh unroll (with gradients)."""
+from typing import Any, Callable, NamedTuple, Optional
+
+import torch
+
+import alf
+from alf.algorithms.actor_critic_loss import ActorCriticLoss
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import AlgStep, LossInfo, TimeStep
+from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.tensor_specs import TensorSpec
+from alf.utils import dist_utils
+from alf.utils.optimizers import OptimizerFactory
+from alf.utils.run_context import RunContext
+
+
+class ActorCriticState(NamedTuple):
+    actor: Any = ()
+    value: Any = ()
+
+
+class ActorCriticInfo(NamedTuple):
+    """Per-step rollout info, ``[B]`` each (``[T, B]`` once stacked)."""
+    step_type: Any = ()
+    reward: Any = ()
+    discount: Any = ()
+    value: Any = ()
+    log_prob: Any = ()
+    entropy: Any = ()
+
+
+@alf.configurable
+class ActorCriticAlgorithm(RLAlgorithm):
+    """Advantage actor-critic (A2C).
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> network returning a distribution.
+        value_network_ctor: ``ctor(input_spec=)`` -> network returning ``[B]`` values.
+        loss_ctor: builds the loss object (``ActorCriticLoss`` by default).
+        optimizer: optimizer factory for all parameters.
+    """
+
+    on_policy = True
+
+    def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
+                 actor_network_ctor: Callable = ActorDistributionNetwork,
+                 value_network_ctor: Callable = ValueNetwork,
+                 loss_ctor: Callable = ActorCriticLoss, env: Any = None, config: Any = None,
+                 context: Optional[RunContext] = None,
+                 optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
+                 name: str = "ActorCriticAlgorithm"):
+        actor_network = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        value_network = value_network_ctor(input_spec=observation_spec)
+        state_spec = ActorCriticState(actor=actor_network.state_spec, value=value_network.state_spec)
+        super().__init__(observation_spec, action_spec, reward_spec, env=env, config=config,
+                         context=context, optimizer=optimizer, train_state_spec=state_spec,
+                         debug_summaries=debug_summaries, name=name)
+        self._actor_network = actor_network
+        self._value_network = value_network
+        self._loss = loss_ctor()
+
+    def _policy(self, observation, state: ActorCriticState):
+        dist, actor_state = self._actor_network(observation, state=state.actor)
+        value, value_state = self._value_network(observation, state=state.value)
+        return dist, value, ActorCriticState(actor=actor_state, value=value_state)
+
+    def predict_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:
+        dist, actor_state = self._actor_network(time_step.observation, state=state.actor)
+        return AlgStep(output=dist_utils.get_mode(dist), state=state._replace(actor=actor_state))
+
+    def rollout_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:
+        dist, value, new_state = self._policy(time_step.observation, state)
+        action = dist_utils.sample_action(dist)
+        info = ActorCriticInfo(step_type=time_step.step_type, reward=time_step.reward,
+                               discount=time_step.discount, value=value,
+                               log_prob=dist_utils.compute_log_probability(dist, action.detach()),
+                               entropy=dist_utils.compute_entropy(dist))
+        return AlgStep(output=action.detach(), state=new_state, info=info)
+
+    def calc_loss(self, info: ActorCriticInfo) -> LossInfo:
+        return self._loss(info)

@@ -1,0 +1,235 @@
+"""``Algorithm``: the base of every trainable component (ALF's hook surface, kept small).
+
+An Algorithm is an ``nn.Module`` that owns its optimizers and declares its
+state specs up front. Subclasses implement some of:
+
+- ``predict_step(time_step, state) -> AlgStep``   greedy / deployment behaviour
+- ``rollout_step(time_step, state) -> AlgStep``   acting while collecting data
+- ``train_step(experience, state, rollout_info) -> AlgStep``   recompute for training
+- ``preprocess_experience(experience) -> Experience``   e.g. advantages, n-step targets
+- ``calc_loss(info) -> LossInfo``   ``info`` is time-major ``[T, B]``
+- ``after_update(experience, info)`` / ``after_train_iter(experience, info)``
+
+``update_with_gradient`` does backward, global-norm clipping and every
+optimizer step; optimizer state travels in ``state_dict()`` (via torch's
+``extra_state`` hook) so one call checkpoints the whole algorithm.
+"""
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+
+from alf import nest as alf_nest
+from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.tensor_specs import zeros_from_spec
+from alf.utils.optimizers import OptimizerFactory
+from alf.utils.run_context import RunContext, default_run_context
+
+
+class Algorithm(nn.Module):
+    """Base class for trainable components.
+
+    Args:
+        train_state_spec: nest of TensorSpec for the state threaded through ``train_step``.
+        rollout_state_spec: same for ``rollout_step`` (defaults to ``train_state_spec``).
+        predict_state_spec: same for ``predict_step`` (defaults to ``rollout_state_spec``).
+        optimizer: an :class:`OptimizerFactory` for every parameter not claimed by
+            :meth:`add_optimizer` or by a child algorithm that has its own optimizer.
+        context: the run context (counters, progress, summaries); a default one if None.
+        debug_summaries: write extra (more expensive) summaries.
+        name: used in summary tags.
+    """
+
+    def __init__(self, train_state_spec: Any = (), rollout_state_spec: Any = None,
+                 predict_state_spec: Any = None, optimizer: Optional[OptimizerFactory] = None,
+                 context: Optional[RunContext] = None, debug_summaries: bool = False,
+                 name: str = "Algorithm"):
+        super().__init__()
+        self._name = name
+        self._train_state_spec = train_state_spec
+        self._rollout_state_spec = train_state_spec if rollout_state_spec is None else rollout_state_spec
+        self._predict_state_spec = (self._rollout_state_spec if predict_state_spec is None
+                                    else predict_state_spec)
+        self._default_optimizer_factory = optimizer
+        self._extra_optimizer_factories: List[Tuple[OptimizerFactory, List[nn.Module]]] = []
+        # Built lazily (networks exist only after the subclass ctor), but always
+        # before a checkpoint is loaded or a gradient step is taken.
+        self._optimizers: Optional[List[Tuple[torch.optim.Optimizer, OptimizerFactory, list]]] = None
+        self._context = context if context is not None else default_run_context()
+        self._debug_summaries = debug_summaries
+
+    # ------------------------------------------------------------------ specs
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def context(self) -> RunContext:
+        return self._context
+
+    @property
+    def train_state_spec(self) -> Any:
+        return self._train_state_spec
+
+    @property
+    def rollout_state_spec(self) -> Any:
+        return self._rollout_state_spec
+
+    @property
+    def predict_state_spec(self) -> Any:
+        return self._predict_state_spec
+
+    def get_initial_train_state(self, batch_size: int) -> Any:
+        return zeros_from_spec(self._train_state_spec, batch_size)
+
+    def get_initial_rollout_state(self, batch_size: int) -> Any:
+        return zeros_from_spec(self._rollout_state_spec, batch_size)
+
+    def get_initial_predict_state(self, batch_size: int) -> Any:
+        return zeros_from_spec(self._predict_state_spec, batch_size)
+
+    # ------------------------------------------------------------------ hooks
+    def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        """Greedy behaviour for evaluation; defaults to :meth:`rollout_step`."""
+        return self.rollout_step(time_step, state)
+
+    def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        """Act while collecting data; ``AlgStep.info`` is stored for training."""
+        raise NotImplementedError(f"{type(self).__name__} must implement rollout_step")
+
+    def train_step(self, experience: Experience, state: Any, rollout_info: Any) -> AlgStep:
+        """Recompute what the loss needs from stored experience ``[B]``; defaults to
+        re-running :meth:`rollout_step` on ``experience.time_step``."""
+        return self.rollout_step(experience.time_step, state)
+
+    def preprocess_experience(self, experience: Experience) -> Experience:
+        """Batch-major ``[B, T]`` experience in, same out (e.g. with advantages added)."""
+        return experience
+
+    def calc_loss(self, info: Any) -> LossInfo:
+        """``info``: time-major ``[T, B]`` nest from train/rollout steps -> :class:`LossInfo`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement calc_loss")
+
+    def after_update(self, experience: Any, info: Any) -> None:
+        """Called after every gradient step (target networks, ...)."""
+
+    def after_train_iter(self, experience: Any, info: Any) -> None:
+        """Called once per training iteration."""
+
+    def summarize_rollout(self, experience: Any) -> None:
+        """Rollout summaries; called when summaries are due."""
+
+    def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo) -> None:
+        """Write loss terms (``LossInfo.extra``) as scalars when summaries are due."""
+        if not self._context.should_summarize():
+            return
+        self._context.add_scalar(f"Loss/{self._name}/loss", _scalar(loss_info.loss))
+        for path, value in alf_nest.flatten_with_paths(loss_info.extra):
+            self._context.add_scalar(f"Loss/{self._name}/{path}", _scalar(value))
+
+    # ------------------------------------------------------------- optimizers
+    def add_optimizer(self, optimizer: OptimizerFactory, modules: Sequence[nn.Module]) -> None:
+        """Give ``modules``' parameters their own optimizer (e.g. SAC's alpha)."""
+        if self._optimizers is not None:
+            raise RuntimeError("add_optimizer must be called before the first update/checkpoint")
+        self._extra_optimizer_factories.append((optimizer, list(modules)))
+
+    def _child_algorithms(self) -> List["Algorithm"]:
+        return [m for m in self.modules() if isinstance(m, Algorithm) and m is not self]
+
+    def _ensure_optimizers(self) -> None:
+        if self._optimizers is not None:
+            return
+        self._optimizers = []
+        claimed = set()
+        for child in self._child_algorithms():
+            child._ensure_optimizers()
+            for _, _, params in child._optimizers:
+                claimed.update(id(p) for p in params)
+        for factory, modules in self._extra_optimizer_factories:
+            params = [p for m in modules for p in m.parameters()
+                      if p.requires_grad and id(p) not in claimed]
+            claimed.update(id(p) for p in params)
+            if params:
+                self._optimizers.append((factory.create(params), factory, params))
+        if self._default_optimizer_factory is not None:
+            params = [p for p in self.parameters() if p.requires_grad and id(p) not in claimed]
+            if params:
+                f = self._default_optimizer_factory
+                self._optimizers.append((f.create(params), f, params))
+
+    def optimizers(self) -> List[torch.optim.Optimizer]:
+        """Every optimizer of this algorithm and its children, in a fixed order."""
+        self._ensure_optimizers()
+        opts = []
+        for child in self._child_algorithms():
+            opts.extend(o for o, _, _ in child._optimizers)
+        opts.extend(o for o, _, _ in self._optimizers)
+        return opts
+
+    def _all_optimizer_entries(self):
+        self._ensure_optimizers()
+        entries = []
+        for child in self._child_algorithms():
+            entries.extend(child._optimizers)
+        entries.extend(self._optimizers)
+        return entries
+
+    def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,
+                             weight: float = 1.0) -> LossInfo:
+        """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step.
+
+        Args:
+            loss_info: ``loss`` is a per-sample tensor (any shape) or a scalar.
+            valid_masks: same shape as ``loss``; 0 marks samples to ignore.
+            weight: multiplies the loss (e.g. for hybrid offline/online mixing).
+        Returns:
+            ``loss_info`` with ``loss`` replaced by the scalar that was minimised.
+        """
+        loss = loss_info.loss
+        if isinstance(loss, torch.Tensor) and loss.ndim > 0:
+            if valid_masks is not None:
+                loss = (loss * valid_masks).sum() / valid_masks.sum().clamp(min=1)
+            else:
+                loss = loss.mean()
+        if isinstance(loss_info.scalar_loss, torch.Tensor) or isinstance(loss_info.scalar_loss, float):
+            loss = loss + loss_info.scalar_loss
+        loss = loss * weight
+        entries = self._all_optimizer_entries()
+        if not entries:
+            raise RuntimeError(f"{type(self).__name__} has no optimizer: pass optimizer= to its "
+                               "constructor (e.g. `optimizer=@alf.optimizers.Adam()` in gin)")
+        progress = self._context.progress()
+        for opt, _, _ in entries:
+            opt.zero_grad(set_to_none=True)
+        loss.backward()
+        for opt, factory, params in entries:
+            lr = factory.lr_schedule(progress)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            if factory.gradient_clipping is not None:
+                nn.utils.clip_grad_norm_(params, factory.gradient_clipping, foreach=True)
+            opt.step()
+        self._context.num_updates += 1
+        return loss_info._replace(loss=loss.detach())
+
+    # ---------------------------------------------------------- checkpointing
+    def get_extra_state(self) -> Any:
+        """Optimizer states (torch puts this under ``<prefix>_extra_state`` in state_dict)."""
+        self._ensure_optimizers()
+        return {"optimizers": [opt.state_dict() for opt, _, _ in self._optimizers]}
+
+    def set_extra_state(self, state: Any) -> None:
+        self._ensure_optimizers()
+        saved = state.get("optimizers", [])
+        if len(saved) != len(self._optimizers):
+            raise ValueError(f"{type(self).__name__}: checkpoint has {len(saved)} optimizers, "
+                             f"the algorithm has {len(self._optimizers)}")
+        for (opt, _, _), s in zip(self._optimizers, saved):
+            opt.load_state_dict(s)
+
+
+def _scalar(x: Any) -> float:
+    if isinstance(x, torch.Tensor):
+        return float(x.detach().float().mean())
+    return float(x)

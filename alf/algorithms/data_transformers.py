@@ -1,0 +1,245 @@
+"""Data transformers: per-step preprocessing between the environment and the algorithm.
+
+Every batched :class:`TimeStep` produced during rollout and evaluation goes
+through ``transform_timestep(time_step, state)`` before the algorithm sees it.
+Transformers are ``nn.Module`` s, so running statistics (observation / reward
+normalisers) are saved in checkpoints through ``state_dict`` and follow
+``.to(device)``; they are picklable. Statistics only update while the module
+is in training mode; the trainer calls ``.eval()`` for evaluation.
+
+The trainer builds them with ``TrainerConfig.data_transformer_ctor`` via
+:func:`create_data_transformer`, calling each constructor as
+``ctor(observation_spec=...)``; everything else is bound in gin, e.g.::
+
+    TrainerConfig.data_transformer_ctor = [@ObservationNormalizer, @RewardNormalizer]
+    RewardNormalizer.gamma = 0.99
+"""
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+
+import alf
+from alf.data_structures import StepType, TimeStep
+from alf.tensor_specs import TensorSpec, zeros_from_spec
+from alf.utils.normalizers import NestNormalizer, RunningMeanVar
+
+Nest = Any
+TransformerCtor = Callable[..., "DataTransformer"]
+
+
+class DataTransformer(nn.Module):
+    """Base class: maps a batched ``TimeStep`` (and a transformer state) to a new one.
+
+    Args:
+        observation_spec: nest of :class:`TensorSpec` of the incoming observation.
+        state_spec: nest of :class:`TensorSpec` of the per-environment state
+            (``()`` for stateless transformers).
+    Subclasses that change the observation set ``self._transformed_observation_spec``.
+    """
+
+    def __init__(self, observation_spec: Nest, state_spec: Nest = ()):
+        super().__init__()
+        self._observation_spec = observation_spec
+        self._transformed_observation_spec = observation_spec
+        self._state_spec = state_spec
+
+    @property
+    def observation_spec(self) -> Nest:
+        """Spec of the observation this transformer receives."""
+        return self._observation_spec
+
+    @property
+    def transformed_observation_spec(self) -> Nest:
+        """Spec of the observation after :meth:`transform_timestep`."""
+        return self._transformed_observation_spec
+
+    @property
+    def state_spec(self) -> Nest:
+        """Spec of the state threaded through :meth:`transform_timestep` (``()`` if none)."""
+        return self._state_spec
+
+    def get_initial_state(self, batch_size: int, device=None) -> Nest:
+        """Zero state ``[batch_size, ...]`` for :attr:`state_spec`."""
+        return zeros_from_spec(self._state_spec, batch_size, device=device)
+
+    def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
+        """Transform one batched step (``[B, ...]`` fields); returns ``(time_step, new_state)``."""
+        raise NotImplementedError
+
+
+@alf.configurable
+class IdentityDataTransformer(DataTransformer):
+    """Leaves time steps unchanged (what ``data_transformer_ctor=None`` gives)."""
+
+    def __init__(self, observation_spec: Nest):
+        super().__init__(observation_spec)
+
+    def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
+        return time_step, state
+
+
+@alf.configurable
+class SequentialDataTransformer(DataTransformer):
+    """Applies several transformers in order; each is built on the previous one's output spec.
+
+    Args:
+        data_transformer_ctors: constructors called as ``ctor(observation_spec=...)``.
+        observation_spec: spec of the environment observation.
+    The state is a tuple with one entry per member (``()`` for stateless ones).
+    """
+
+    def __init__(self, data_transformer_ctors: Sequence[TransformerCtor], observation_spec: Nest):
+        members = []
+        spec = observation_spec
+        for ctor in data_transformer_ctors:
+            member = ctor(observation_spec=spec)
+            if not isinstance(member, DataTransformer):
+                raise TypeError(f"{ctor} built {type(member).__name__}, not a DataTransformer")
+            members.append(member)
+            spec = member.transformed_observation_spec
+        super().__init__(observation_spec, state_spec=tuple(m.state_spec for m in members))
+        self.members = nn.ModuleList(members)
+        self._transformed_observation_spec = spec
+
+    def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
+        if len(state) != len(self.members):
+            raise ValueError(f"SequentialDataTransformer expects a tuple of {len(self.members)} "
+                             f"member states (see state_spec), got {state!r}")
+        new_states = []
+        for member, member_state in zip(self.members, state):
+            time_step, member_state = member.transform_timestep(time_step, member_state)
+            new_states.append(member_state)
+        return time_step, tuple(new_states)
+
+
+@alf.configurable
+class ObservationNormalizer(DataTransformer):
+    """Normalise float observations by running mean/variance (like SB3's ``VecNormalize``).
+
+    ``obs -> clip((obs - mean) / sqrt(var + epsilon), -clipping, clipping)``,
+    statistics updated (training mode only) with every step before normalising.
+
+    Args:
+        observation_spec: observation spec nest; only floating-point leaves are
+            normalised (uint8 images and integer leaves pass through).
+        clipping: bound of the normalised values; ``None`` or 0 disables clipping.
+        epsilon: added to the variance for numerical safety.
+        fields: optional nest paths (``"state"``, ``"goal.pos"``) restricting which
+            float leaves are normalised; ``None`` means all of them.
+    Normalised leaves become unbounded float32 :class:`TensorSpec` of the same shape.
+    """
+
+    def __init__(self, observation_spec: Nest, clipping: Optional[float] = 5.0,
+                 epsilon: float = 1e-8, fields: Optional[Sequence[str]] = None):
+        super().__init__(observation_spec)
+        self.normalizer = NestNormalizer(observation_spec, clip=clipping, epsilon=epsilon,
+                                         fields=fields)
+        self._transformed_observation_spec = self.normalizer.normalized_spec
+
+    def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
+        if self.training:
+            self.normalizer.update(time_step.observation)
+        return time_step._replace(observation=self.normalizer.normalize(time_step.observation)), state
+
+
+@alf.configurable
+class RewardScaling(DataTransformer):
+    """Multiply rewards by ``scale``."""
+
+    def __init__(self, observation_spec: Nest, scale: float = 1.0):
+        super().__init__(observation_spec)
+        self._scale = scale
+
+    def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
+        return time_step._replace(reward=time_step.reward * self._scale), state
+
+
+@alf.configurable
+class RewardClipping(DataTransformer):
+    """Clamp rewards to ``[minmax[0], minmax[1]]`` (``(-1, 1)`` is DQN-style Atari clipping)."""
+
+    def __init__(self, observation_spec: Nest, minmax: Tuple[float, float] = (-1.0, 1.0)):
+        super().__init__(observation_spec)
+        if minmax[0] > minmax[1]:
+            raise ValueError(f"RewardClipping.minmax must be (min, max) with min <= max, got {minmax}")
+        self._minmax = (float(minmax[0]), float(minmax[1]))
+
+    def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
+        return time_step._replace(reward=time_step.reward.clamp(*self._minmax)), state
+
+
+@alf.configurable
+class RewardNormalizer(DataTransformer):
+    """Divide rewards by the running std of the discounted return (SB3 ``VecNormalize``).
+
+    Per environment the state keeps ``R = gamma * R + reward`` (reset to 0 at
+    ``FIRST``); in training mode the non-FIRST returns ``R`` update a running
+    variance, and rewards become ``clip(reward / sqrt(var + epsilon), +-clip_value)``.
+    The mean is not subtracted, so the sign of rewards is kept.
+
+    Args:
+        observation_spec: unused except to record the spec.
+        gamma: discount of the running return (match the algorithm's).
+        clip_value: bound of the normalised reward; ``None`` or 0 disables clipping.
+        epsilon: added to the variance.
+        update_max_calls: stop updating the statistics after this many training
+            steps (``None``: never stop); the count is checkpointed.
+        reward_shape: shape of one reward (``()``, or ``(k,)`` for multi-dim rewards).
+    State: ``TensorSpec(reward_shape)`` per environment, i.e. ``[B]`` by default.
+    """
+
+    def __init__(self, observation_spec: Nest, gamma: float = 0.99,
+                 clip_value: Optional[float] = 10.0, epsilon: float = 1e-8,
+                 update_max_calls: Optional[int] = None, reward_shape: Sequence[int] = ()):
+        super().__init__(observation_spec, state_spec=TensorSpec(reward_shape, torch.float32))
+        self._gamma = gamma
+        self._clip_value = clip_value
+        self._epsilon = epsilon
+        self._update_max_calls = update_max_calls
+        self._num_updates = 0
+        self.return_stats = RunningMeanVar(reward_shape)
+
+    def transform_timestep(self, time_step: TimeStep, state: torch.Tensor) -> Tuple[TimeStep, torch.Tensor]:
+        reward = time_step.reward
+        is_first = time_step.step_type == StepType.FIRST  # [B]
+        first = is_first.reshape(is_first.shape + (1,) * (reward.ndim - is_first.ndim))
+        ret = torch.where(first, torch.zeros_like(state), state * self._gamma + reward)
+        if self.training and (self._update_max_calls is None
+                              or self._num_updates < self._update_max_calls):
+            self.return_stats.update(ret, mask=~is_first)
+            self._num_updates += 1
+        scale = torch.rsqrt(self.return_stats.var + self._epsilon).to(reward.dtype)
+        new_reward = reward * scale
+        if self._clip_value:
+            new_reward = new_reward.clamp(-self._clip_value, self._clip_value)
+        return time_step._replace(reward=new_reward), ret
+
+    def get_extra_state(self) -> dict:
+        return {"num_updates": self._num_updates}
+
+    def set_extra_state(self, state: dict) -> None:
+        self._num_updates = int(state["num_updates"])
+
+
+def create_data_transformer(
+        data_transformer_ctor: Union[None, TransformerCtor, Sequence[TransformerCtor]],
+        observation_spec: Nest) -> DataTransformer:
+    """Build the trainer's data transformer.
+
+    ``None`` (or an empty list) gives :class:`IdentityDataTransformer`; a list or
+    tuple gives :class:`SequentialDataTransformer`; a single constructor is called
+    as ``ctor(observation_spec=observation_spec)``.
+    """
+    if data_transformer_ctor is None:
+        return IdentityDataTransformer(observation_spec=observation_spec)
+    if isinstance(data_transformer_ctor, (list, tuple)):
+        if not data_transformer_ctor:
+            return IdentityDataTransformer(observation_spec=observation_spec)
+        return SequentialDataTransformer(list(data_transformer_ctor),
+                                         observation_spec=observation_spec)
+    transformer = data_transformer_ctor(observation_spec=observation_spec)
+    if not isinstance(transformer, DataTransformer):
+        raise TypeError(f"data_transformer_ctor {data_transformer_ctor} built "
+                        f"{type(transformer).__name__}, not a DataTransformer")
+    return transformer

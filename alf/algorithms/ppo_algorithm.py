@@ -1,0 +1,108 @@
+"""PPO the ALF way: unroll into a buffer, compute GAE once over the whole buffer,
+then ``num_updates_per_train_iter`` epochs of shuffled mini-batches, then clear.
+
+The newest step of each env is kept across clears (it is the bootstrap step
+of this iteration and the first step of the next), so every transition is
+trained on exactly once per epoch, as in SB3/CleanRL.
+"""
+from typing import Any, Callable, NamedTuple, Optional
+
+import torch
+
+import alf
+from alf import nest as alf_nest
+from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm, ActorCriticState
+from alf.algorithms.ppo_loss import PPOLoss
+from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.errors import ConfigError
+from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.tensor_specs import TensorSpec
+from alf.utils.optimizers import OptimizerFactory
+from alf.utils.run_context import RunContext
+from alf.utils import dist_utils, value_ops
+
+
+class PPORolloutInfo(NamedTuple):
+    """Stored per step ``[B]``: what the behaviour policy computed."""
+    log_prob: Any = ()
+    value: Any = ()
+    advantages: Any = ()  # filled by preprocess_experience
+    returns: Any = ()
+
+
+class PPOTrainInfo(NamedTuple):
+    step_type: Any = ()
+    log_prob: Any = ()
+    old_log_prob: Any = ()
+    value: Any = ()
+    old_value: Any = ()
+    advantages: Any = ()
+    returns: Any = ()
+    entropy: Any = ()
+
+
+@alf.configurable
+class PPOAlgorithm(ActorCriticAlgorithm):
+    """Proximal Policy Optimization with clipped surrogate objective.
+
+    Args: as :class:`ActorCriticAlgorithm`, plus
+        gamma, gae_lambda: advantage estimation (GAE over the whole buffer).
+        loss_ctor: defaults to :class:`PPOLoss`.
+    """
+
+    on_policy = False
+    whole_replay_buffer_training = True
+    clear_replay_buffer = True
+
+    def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
+                 actor_network_ctor: Callable = ActorDistributionNetwork,
+                 value_network_ctor: Callable = ValueNetwork,
+                 gamma: float = 0.99, gae_lambda: float = 0.95, loss_ctor: Callable = PPOLoss,
+                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
+                 name: str = "PPOAlgorithm"):
+        super().__init__(observation_spec, action_spec, reward_spec,
+                         actor_network_ctor=actor_network_ctor,
+                         value_network_ctor=value_network_ctor, loss_ctor=loss_ctor, env=env,
+                         config=config, context=context, optimizer=optimizer,
+                         debug_summaries=debug_summaries, name=name)
+        self._gamma = gamma
+        self._gae_lambda = gae_lambda
+        cfg = self._config
+        if cfg is not None and cfg.whole_replay_buffer_training is False:
+            raise ConfigError("PPOAlgorithm needs TrainerConfig.whole_replay_buffer_training=True "
+                              "(or unset): advantages are computed over the whole unroll")
+
+    def rollout_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:
+        dist, value, new_state = self._policy(time_step.observation, state)
+        action = dist_utils.sample_action(dist)
+        info = PPORolloutInfo(log_prob=dist_utils.compute_log_probability(dist, action),
+                              value=value, advantages=torch.zeros_like(value),
+                              returns=torch.zeros_like(value))
+        return AlgStep(output=action, state=new_state, info=info)
+
+    def preprocess_experience(self, experience: Experience) -> Experience:
+        """``[B, T]`` buffer -> ``[B, T-1]`` with GAE advantages and returns filled in."""
+        ts, info = experience.time_step, experience.rollout_info
+        value_t = info.value.transpose(0, 1)
+        adv = value_ops.generalized_advantage_estimation(
+            rewards=ts.reward.transpose(0, 1), values=value_t,
+            step_types=ts.step_type.transpose(0, 1), discounts=ts.discount.transpose(0, 1),
+            gamma=self._gamma, td_lambda=self._gae_lambda)  # [T-1, B]
+        returns = adv + value_t[:-1]
+        exp = alf_nest.map_structure(lambda x: x[:, :-1], experience)
+        return exp._replace(rollout_info=exp.rollout_info._replace(
+            advantages=adv.transpose(0, 1), returns=returns.transpose(0, 1)))
+
+    def train_step(self, experience: Experience, state: ActorCriticState,
+                   rollout_info: PPORolloutInfo) -> AlgStep:
+        dist, value, new_state = self._policy(experience.time_step.observation, state)
+        info = PPOTrainInfo(step_type=experience.time_step.step_type,
+                            log_prob=dist_utils.compute_log_probability(dist, experience.action),
+                            old_log_prob=rollout_info.log_prob, value=value,
+                            old_value=rollout_info.value, advantages=rollout_info.advantages,
+                            returns=rollout_info.returns, entropy=dist_utils.compute_entropy(dist))
+        return AlgStep(output=(), state=new_state, info=info)
+
+    def calc_loss(self, info: PPOTrainInfo) -> LossInfo:
+        return self._loss(info, self._context.progress())

@@ -1,0 +1,73 @@
+"""PPO's clipped-surrogate loss (Schulman et al. 2017), with optional value clipping."""
+from typing import Any, Callable, NamedTuple
+
+import torch
+
+import alf
+from alf.data_structures import LossInfo, StepType
+from alf.utils.losses import element_wise_squared_loss, masked_mean, normalize_for_mean
+from alf.utils.schedules import ScheduleLike, as_schedule
+
+
+class PPOLossInfo(NamedTuple):
+    pg_loss: Any = ()
+    td_loss: Any = ()
+    neg_entropy: Any = ()
+    clip_fraction: Any = ()
+    approx_kl: Any = ()
+    importance_ratio: Any = ()
+
+
+@alf.configurable
+class PPOLoss:
+    """Clipped surrogate + value loss + entropy bonus on ``[T, B]`` train infos.
+
+    Args:
+        importance_ratio_clipping: epsilon (number or schedule of training progress).
+        normalize_advantages: standardise advantages within each mini-batch (as SB3/CleanRL).
+        entropy_regularization: weight of the entropy bonus.
+        td_loss_weight: value-loss weight (SB3's ``vf_coef``; 0.5 * MSE when 1.0 * ... see docs).
+        value_clipping: if set, clip the value change to +-value_clipping (PPO2 style).
+        td_error_loss_fn: element-wise ``fn(target, pred)``.
+        context_fn: returns training progress in [0, 1] for schedules (set by the algorithm).
+    """
+
+    def __init__(self, importance_ratio_clipping: ScheduleLike = 0.2,
+                 normalize_advantages: bool = True, entropy_regularization: float = 0.0,
+                 td_loss_weight: float = 0.5, value_clipping: float = None,
+                 td_error_loss_fn: Callable = element_wise_squared_loss):
+        self.clip_schedule = as_schedule(importance_ratio_clipping)
+        self.normalize_advantages = normalize_advantages
+        self.entropy_regularization = entropy_regularization
+        self.td_loss_weight = td_loss_weight
+        self.value_clipping = value_clipping
+        self.td_error_loss_fn = td_error_loss_fn
+
+    def __call__(self, info, progress: float) -> LossInfo:
+        """``info`` fields ``[T, B]``: step_type, log_prob, old_log_prob, value, old_value,
+        advantages, returns, entropy."""
+        valid = info.step_type != StepType.LAST
+        adv = info.advantages
+        if self.normalize_advantages:
+            mean = masked_mean(adv, valid)
+            var = masked_mean((adv - mean) ** 2, valid) * (valid.sum() / (valid.sum() - 1).clamp(min=1))
+            adv = (adv - mean) / (var.sqrt() + 1e-8)
+        eps = self.clip_schedule(progress)
+        log_ratio = info.log_prob - info.old_log_prob
+        ratio = torch.exp(log_ratio)
+        pg_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - eps, 1.0 + eps) * adv)
+        td_loss = self.td_error_loss_fn(info.returns, info.value)
+        if self.value_clipping is not None:
+            clipped = info.old_value + (info.value - info.old_value).clamp(
+                -self.value_clipping, self.value_clipping)
+            td_loss = torch.max(td_loss, self.td_error_loss_fn(info.returns, clipped))
+        neg_entropy = -info.entropy
+        loss = pg_loss + self.td_loss_weight * td_loss + self.entropy_regularization * neg_entropy
+        with torch.no_grad():
+            extra = PPOLossInfo(
+                pg_loss=masked_mean(pg_loss, valid), td_loss=masked_mean(td_loss, valid),
+                neg_entropy=masked_mean(neg_entropy, valid),
+                clip_fraction=masked_mean(((ratio - 1).abs() > eps).float(), valid),
+                approx_kl=masked_mean((ratio - 1) - log_ratio, valid),
+                importance_ratio=masked_mean(ratio, valid))
+        return LossInfo(loss=normalize_for_mean(loss, valid), extra=extra)

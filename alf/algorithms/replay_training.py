@@ -1,0 +1,75 @@
+"""Training from a replay buffer: mini-batch iteration and one gradient step per batch.
+
+Kept out of ``rl_algorithm.py`` so the base class stays small (DESIGN lesson 1).
+
+Shapes: replay data is batch-major ``[B, L]``; ``train_step`` is called per
+time step on ``[B]``; ``calc_loss`` receives time-major ``[L, B]`` infos.
+Stateless algorithms with ``L == 1`` get one ``train_step`` over the whole
+flattened batch (no Python loop over time).
+"""
+from typing import Any, Iterator, Optional, Tuple
+
+import torch
+
+from alf import nest as alf_nest
+from alf.data_structures import Experience, LossInfo
+from alf.utils.tensor_utils import reset_state_if_necessary, split_leading_dim, transpose2
+
+
+def whole_buffer_mini_batches(experience: Experience, mini_batch_size: Optional[int],
+                              mini_batch_length: int,
+                              generator: Optional[torch.Generator] = None) -> Iterator[Experience]:
+    """Shuffle a whole-buffer ``[B, T]`` experience into ``[mini_batch_size, L]`` batches.
+
+    Each env's ``T`` steps are cut into ``T // L`` consecutive segments (a tail
+    shorter than ``L`` is dropped); segments are shuffled across envs and
+    grouped into mini-batches (the last one may be smaller).
+    """
+    B, T = alf_nest.flatten(experience)[0].shape[:2]
+    L = mini_batch_length
+    n_seg = T // L
+    if n_seg == 0:
+        raise ValueError(f"mini_batch_length {L} exceeds the {T} steps in the buffer")
+    segs = alf_nest.map_structure(
+        lambda x: x[:, :n_seg * L].reshape((B * n_seg, L) + tuple(x.shape[2:])), experience)
+    total = B * n_seg
+    perm = torch.randperm(total, generator=generator)
+    segs = alf_nest.map_structure(lambda x: x[perm], segs)
+    size = total if mini_batch_size is None else int(mini_batch_size)
+    for start in range(0, total, size):
+        yield alf_nest.map_structure(lambda x: x[start:start + size], segs)
+
+
+def train_on_batch(algorithm, experience: Experience) -> Tuple[LossInfo, Any]:
+    """One gradient step of ``algorithm`` on ``experience`` ``[B, L]``.
+
+    Returns the (detached-loss) :class:`LossInfo` and the time-major train info ``[L, B]``.
+    """
+    first = alf_nest.flatten(experience.time_step.step_type)[0]
+    B, L = first.shape[:2]
+    exp_t = transpose2(experience)  # [L, B]
+    if alf_nest.is_empty(algorithm.train_state_spec):
+        flat = alf_nest.map_structure(lambda x: x.reshape((L * B,) + tuple(x.shape[2:])), exp_t)
+        alg_step = algorithm.train_step(flat, algorithm.get_initial_train_state(L * B),
+                                        flat.rollout_info)
+        info = split_leading_dim(alg_step.info, (L, B))
+    else:
+        state = alf_nest.map_structure(lambda s: s[0], exp_t.state)
+        init = algorithm.get_initial_train_state(B)
+        infos = []
+        for t in range(L):
+            step = alf_nest.map_structure(lambda x: x[t], exp_t)
+            state = reset_state_if_necessary(state, init, step.time_step.is_first())
+            alg_step = algorithm.train_step(step, state, step.rollout_info)
+            state = alg_step.state
+            infos.append(alg_step.info)
+        info = alf_nest.stack(infos)
+    loss_info = algorithm.calc_loss(info)
+    weights = experience.batch_info.importance_weights if not alf_nest.is_empty(
+        experience.batch_info) else ()
+    if isinstance(weights, torch.Tensor) and isinstance(loss_info.loss, torch.Tensor) \
+            and loss_info.loss.ndim == 2:
+        loss_info = loss_info._replace(loss=loss_info.loss * weights[None, :])
+    loss_info = algorithm.update_with_gradient(loss_info)
+    algorithm.after_update(experience, info)
+    return loss_info, info

@@ -1,0 +1,59 @@
+"""Shared command-line plumbing: flag parsing and turning user errors into exit status 2.
+
+A user mistake (typo in a gin file, unknown env, corrupt checkpoint) prints one
+line naming the problem and exits with status 2 -- no traceback unless
+``--debug``. Ctrl-C exits with 130 after the command has cleaned up.
+"""
+import logging
+import sys
+from typing import Callable, List, Optional
+
+from absl import flags
+from absl import logging as absl_logging
+
+from alf.config import describe_call_error
+from alf.errors import UserError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def parse_flags(argv: List[str], program: str) -> List[str]:
+    """Parse absl flags; an unknown/malformed flag is a usage error (exit 2)."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        print(f"{program}: {e}\nRun `python -m {program} --helpfull` for the list of flags.",
+              file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def setup_logging() -> None:
+    absl_logging.use_absl_handler()
+    absl_logging.set_verbosity(absl_logging.INFO)
+    absl_logging.get_absl_handler().python_handler.stream = sys.stderr
+
+
+def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = False) -> int:
+    """Run ``main`` and map failures to exit codes (2 = user error, 130 = Ctrl-C)."""
+    try:
+        return main() or 0
+    except UserError as e:
+        if debug:
+            raise
+        print(f"{program}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{program}: interrupted; state saved, all workers stopped.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (TypeError, ValueError) as e:
+        message = describe_call_error(e)
+        if message is None or debug:
+            raise
+        print(f"{program}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def silence_noisy_loggers() -> None:
+    for name in ("matplotlib", "PIL"):
+        logging.getLogger(name).setLevel(logging.WARNING)

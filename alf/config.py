@@ -1,0 +1,161 @@
+"""Gin glue: ``alf.configurable``, conf-file resolution, overrides, saved config.
+
+Why gin: experiments are files a researcher can diff; every constructor
+argument is bindable without registration code. The guard rails here make its
+failure modes cheap: unknown names and bad values become one
+:class:`alf.errors.ConfigError` naming file, line and parameter (with close
+matches), ``include`` resolves from any working directory, and the full config
+text is saved so a run can be resumed or rebuilt in a subprocess.
+"""
+import difflib
+import os
+import re
+from typing import Iterable, List, Optional, Sequence
+
+import gin
+
+from alf.errors import ConfigError
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
+
+
+def configurable(fn_or_name=None, *, module: Optional[str] = None, allowlist=None, denylist=None):
+    """Make a class or function bindable from gin files.
+
+    Usable as ``@alf.configurable`` or ``@alf.configurable("Name")``. Names are
+    registered both bare (``PPOAlgorithm.x``) and module-qualified
+    (``alf.algorithms.ppo_algorithm.PPOAlgorithm.x``).
+    """
+    if callable(fn_or_name):
+        return gin.configurable(fn_or_name, module=module, allowlist=allowlist, denylist=denylist)
+    return gin.configurable(fn_or_name, module=module, allowlist=allowlist, denylist=denylist)
+
+
+def resolve_conf_file(conf: str) -> str:
+    """Find ``conf``: as given, then relative to cwd, then in ``alf/examples/``.
+
+    Raises :class:`ConfigError` listing the example files when it is not found.
+    """
+    candidates = [conf, os.path.join(os.getcwd(), conf), os.path.join(EXAMPLES_DIR, conf)]
+    if not conf.endswith(".gin"):
+        candidates.append(os.path.join(EXAMPLES_DIR, conf + ".gin"))
+    for c in candidates:
+        if os.path.isfile(c):
+            return os.path.abspath(c)
+    examples = sorted(f for f in os.listdir(EXAMPLES_DIR) if f.endswith(".gin"))
+    close = difflib.get_close_matches(os.path.basename(conf), examples, n=3, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise ConfigError(
+        f"Config file '{conf}' not found (looked as given, in {os.getcwd()} and in "
+        f"{EXAMPLES_DIR}).{hint} Bundled examples: {', '.join(examples)}")
+
+
+def _known_configurables() -> List[str]:
+    names = []
+    for key in gin.config._REGISTRY.keys():  # pylint: disable=protected-access
+        # keys are (module, name) style strings in gin 0.5: 'module.Name'
+        names.append(key.split(".")[-1] if isinstance(key, str) else str(key))
+    return names
+
+
+def _friendly_gin_error(exc: Exception, source: str) -> ConfigError:
+    """Turn gin's multi-line error into one message with file, line and a hint."""
+    text = str(exc).strip()
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    location = ""
+    for l in lines:
+        m = re.search(r'In file "?([^",]+)"?, line (\d+)', l)
+        if m:
+            location = f"{m.group(1)}, line {m.group(2)}"
+            break
+    if not location and hasattr(exc, "location") and exc.location is not None:  # gin ParseError
+        loc = exc.location
+        location = f"{loc.filename or source}, line {loc.lineno}"
+    head = lines[0] if lines else type(exc).__name__
+    hint = ""
+    m = re.search(r"No configurable matching '([^']+)'", text)
+    if m:
+        close = difflib.get_close_matches(m.group(1).split(".")[-1], _known_configurables(), n=3)
+        if close:
+            hint = f" Did you mean: {', '.join(close)}?"
+    m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", text)
+    if m:
+        params = _configurable_params(m.group(1))
+        close = difflib.get_close_matches(m.group(2), params, n=3)
+        hint = (f" Did you mean: {', '.join(close)}?" if close else "") + (
+            f" Valid parameters: {', '.join(params)}." if params else "")
+    where = f" ({location})" if location else f" ({source})"
+    return ConfigError(f"Config error{where}: {head}{hint}")
+
+
+def _configurable_params(name: str) -> List[str]:
+    import inspect
+    try:
+        selector = gin.config._REGISTRY.get_match(name)  # pylint: disable=protected-access
+    except Exception:  # noqa: BLE001 - best-effort hint only
+        return []
+    if selector is None:
+        return []
+    fn = selector.wrapped
+    try:
+        sig = inspect.signature(fn.__init__ if inspect.isclass(fn) else fn)
+    except (TypeError, ValueError):
+        return []
+    return [p for p in sig.parameters if p not in ("self", "args", "kwargs")]
+
+
+def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (),
+                 config_text: Optional[str] = None) -> None:
+    """Clear gin and parse a conf file (or saved ``config_text``) plus overrides.
+
+    Every problem becomes one :class:`ConfigError` naming file and line.
+    """
+    import alf  # noqa: F401 - registers every configurable before parsing
+    gin.clear_config()
+    search_dirs = [EXAMPLES_DIR, os.getcwd()]
+    source = "<config text>"
+    if conf_file is not None:
+        conf_file = resolve_conf_file(conf_file)
+        search_dirs.insert(0, os.path.dirname(conf_file))
+        source = conf_file
+    for d in search_dirs:
+        gin.add_config_file_search_path(d)
+    try:
+        if conf_file is not None:
+            gin.parse_config_file(conf_file)
+        if config_text is not None:
+            gin.parse_config(config_text)
+    except (IOError, OSError) as e:
+        raise ConfigError(f"Config error ({source}): {e}") from None
+    except Exception as e:  # noqa: BLE001 - gin raises many types
+        raise _friendly_gin_error(e, source) from None
+    for i, param in enumerate(conf_params):
+        try:
+            gin.parse_config(param)
+        except Exception as e:  # noqa: BLE001
+            err = _friendly_gin_error(e, f"--conf_param #{i + 1} '{param}'")
+            raise ConfigError(str(err).replace("(<unknown>, line 1)", f"(--conf_param '{param}')")) from None
+
+
+def config_text() -> str:
+    """The full current config (all bindings) as parseable gin text."""
+    return gin.config_str()
+
+
+def operative_config_text() -> str:
+    """Only the bindings actually used so far (after construction)."""
+    return gin.operative_config_str()
+
+
+def describe_call_error(exc: Exception) -> Optional[str]:
+    """If ``exc`` came from calling a configurable with bad bindings, a one-line message."""
+    text = str(exc)
+    m = re.search(r"In call to configurable '([^']+)' \(([^)]*)\)", text)
+    if not m:
+        return None
+    first = text.splitlines()[0].strip()
+    return f"Config error in '{m.group(1)}': {first}"
+
+
+def iter_conf_params(values: Optional[Iterable[str]]) -> List[str]:
+    return [v for v in (values or []) if v and v.strip()]

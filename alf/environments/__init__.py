@@ -1,0 +1,16 @@
+"""Gymnasium environments as batched :class:`alf.data_structures.TimeStep` producers.
+
+Entry point: :func:`create_environment` (gin-configurable). Importing this
+package registers the configurables ``create_environment``,
+``async_env_backend`` and ``MaskVelocityWrapper``.
+"""
+from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.backends import BACKENDS, EnvRequest, register_backend
+from alf.environments.factory import create_environment
+from alf.environments.gym_environment import GymVectorEnvironment
+from alf.environments.wrappers import MaskVelocityWrapper
+
+__all__ = [
+    "AlfEnvironment", "BACKENDS", "EnvRequest", "GymVectorEnvironment", "MaskVelocityWrapper",
+    "create_environment", "register_backend",
+]

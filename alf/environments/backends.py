@@ -1,0 +1,198 @@
+"""Environment backends: how ``B`` copies of an env are built and stepped.
+
+``BACKENDS`` maps a backend name to a builder ``(EnvRequest) -> AlfEnvironment``.
+It is the extension point for faster engines: an ``"envpool"`` or an
+Atari-specific backend is one function plus ``register_backend(name, fn)``
+(and, if it should be picked automatically, a rule in
+:func:`select_auto_backend`).
+
+Built-in backends (all gymnasium 1.x, NEXT_STEP autoreset):
+
+- ``"vector"``: the env's native vectorised implementation
+  (``gym.make_vec(..., vectorization_mode="vector_entry_point")``, e.g.
+  ``CartPoleVectorEnv``): one numpy computation for all envs, the fastest.
+- ``"sync"``: ``gymnasium.vector.SyncVectorEnv``, envs stepped in a loop in
+  this process. Best for cheap envs without a vector implementation.
+- ``"async"``: ``gymnasium.vector.AsyncVectorEnv`` with shared-memory
+  observations, one subprocess per env. Best for expensive envs (Atari,
+  MuJoCo). Works with the ``fork`` (default on Linux), ``forkserver`` and
+  ``spawn`` start methods: env factories are ``functools.partial`` s of the
+  module-level :func:`make_single_env`, so they pickle by reference.
+"""
+import dataclasses
+import functools
+import inspect
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, load_env_creator
+from gymnasium.vector import AutoresetMode
+
+from alf.config import configurable
+from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.env_ids import find_env_spec
+from alf.environments.gym_environment import GymVectorEnvironment
+from alf.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvRequest:
+    """Everything a backend needs to build ``num_envs`` copies of an environment.
+
+    Picklable (module-level dataclass of plain values, wrapper classes and
+    partials), so it can be shipped to ``spawn``/``forkserver`` workers.
+    """
+    env_name: str
+    num_envs: int = 1
+    seed: int = 0
+    env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    gym_wrappers: Tuple[Callable[[gym.Env], gym.Env], ...] = ()
+    render_mode: Optional[str] = None
+    max_episode_steps: Optional[int] = None
+
+
+def make_single_env(request: EnvRequest, index: int) -> gym.Env:
+    """Build sub-env ``index``: ``gym.make`` + ``request.gym_wrappers`` (applied in order).
+
+    Its action/observation space samplers are seeded with ``seed + index``;
+    the env itself is seeded by the vector env's first ``reset(seed=seed)``.
+    """
+    find_env_spec(request.env_name)  # registers e.g. ALE ids in a fresh worker process
+    kwargs = dict(request.env_kwargs)
+    if request.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = request.max_episode_steps
+    if request.render_mode is not None:
+        kwargs["render_mode"] = request.render_mode
+    env = gym.make(request.env_name, **kwargs)
+    for wrapper in request.gym_wrappers:
+        env = wrapper(env)
+    env.action_space.seed(request.seed + index)
+    env.observation_space.seed(request.seed + index)
+    return env
+
+
+def _env_fns(request: EnvRequest):
+    return [functools.partial(make_single_env, request, i) for i in range(request.num_envs)]
+
+
+# ------------------------------------------------------------------ vector
+# Vector entry points known to return freshly allocated observation arrays
+# and to honour NEXT_STEP autoreset exactly (reward 0, not done on reset rows);
+# any other one gets defensive copies and the contract re-imposed.
+_TRUSTED_ENTRY_POINTS = {"gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv"}
+
+
+def _vector_kwargs(request: EnvRequest) -> Dict[str, Any]:
+    kwargs = dict(request.env_kwargs)
+    if request.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = request.max_episode_steps
+    if request.render_mode is not None:
+        kwargs["render_mode"] = request.render_mode
+    return kwargs
+
+
+def vector_backend_problem(request: EnvRequest, spec: EnvSpec) -> Optional[str]:
+    """Why ``request`` cannot use the ``"vector"`` backend, or None if it can."""
+    if spec.vector_entry_point is None:
+        return f"'{spec.id}' has no native vector implementation (vector_entry_point)"
+    if request.gym_wrappers:
+        return "gym_wrappers are applied to each sub-env, which a native vector env does not have"
+    if spec.additional_wrappers:
+        return f"'{spec.id}' is registered with additional wrappers"
+    try:
+        creator = (spec.vector_entry_point if callable(spec.vector_entry_point)
+                   else load_env_creator(spec.vector_entry_point))
+    except Exception as e:  # noqa: BLE001 - e.g. jax missing for phys2d envs
+        return f"its vector entry point cannot be loaded ({e})"
+    params = inspect.signature(creator).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        bad = sorted(k for k in _vector_kwargs(request) if k not in params)
+        if bad:
+            return (f"its vector env {getattr(creator, '__name__', creator)} does not accept "
+                    f"{', '.join(bad)} (it accepts: {', '.join(p for p in params if p != 'num_envs')})")
+    if request.render_mode is not None:
+        modes = getattr(creator, "metadata", {}).get("render_modes", [])
+        if request.render_mode not in modes:
+            return f"its vector env cannot render in mode '{request.render_mode}' (only {modes})"
+    return None
+
+
+def vector_backend(request: EnvRequest) -> AlfEnvironment:
+    """``gym.make_vec(..., vectorization_mode="vector_entry_point")`` as an AlfEnvironment."""
+    spec = find_env_spec(request.env_name)
+    problem = vector_backend_problem(request, spec)
+    if problem is not None:
+        raise UserError(f"backend='vector' cannot build '{request.env_name}': {problem}. "
+                        "Use backend='sync' or 'async' (or 'auto').")
+    kwargs = _vector_kwargs(request)
+    ep = spec.vector_entry_point
+    creator = ep if callable(ep) else load_env_creator(ep)
+    if "autoreset_mode" in inspect.signature(creator).parameters:
+        kwargs["autoreset_mode"] = AutoresetMode.NEXT_STEP
+    env = gym.make_vec(request.env_name, num_envs=request.num_envs,
+                       vectorization_mode="vector_entry_point", **kwargs)
+    trusted = ep in _TRUSTED_ENTRY_POINTS
+    return GymVectorEnvironment(env, request.env_name, request.seed,
+                                copy_observations=not trusted, enforce_autoreset=not trusted)
+
+
+# -------------------------------------------------------------- sync/async
+def sync_backend(request: EnvRequest) -> AlfEnvironment:
+    """``SyncVectorEnv`` of :func:`make_single_env` sub-envs, in this process."""
+    env = gym.vector.SyncVectorEnv(_env_fns(request), copy=True,
+                                   autoreset_mode=AutoresetMode.NEXT_STEP)
+    return GymVectorEnvironment(env, request.env_name, request.seed, enforce_autoreset=False)
+
+
+@configurable
+def async_env_backend(request: EnvRequest, context: Optional[str] = None,
+                      step_timeout: Optional[float] = None,
+                      close_timeout: float = 10.0) -> AlfEnvironment:
+    """``AsyncVectorEnv`` (one subprocess per env, shared-memory observations).
+
+    Args:
+        request: what to build.
+        context: multiprocessing start method: None (platform default), 'fork',
+            'forkserver' or 'spawn'.
+        step_timeout: seconds a step may take before ``multiprocessing.TimeoutError``.
+        close_timeout: seconds ``close()`` waits for workers before terminating them.
+    """
+    env = gym.vector.AsyncVectorEnv(_env_fns(request), shared_memory=True, copy=True,
+                                    context=context, daemon=True,
+                                    autoreset_mode=AutoresetMode.NEXT_STEP)
+    return GymVectorEnvironment(env, request.env_name, request.seed,
+                                step_timeout=step_timeout, close_timeout=close_timeout,
+                                enforce_autoreset=False)
+
+
+def async_backend(request: EnvRequest) -> AlfEnvironment:
+    """The ``"async"`` backend; knobs are bound on ``async_env_backend`` in gin."""
+    return async_env_backend(request)
+
+
+BACKENDS: Dict[str, Callable[[EnvRequest], AlfEnvironment]] = {
+    "vector": vector_backend,
+    "sync": sync_backend,
+    "async": async_backend,
+}
+
+
+def register_backend(name: str, builder: Callable[[EnvRequest], AlfEnvironment],
+                     overwrite: bool = False) -> None:
+    """Make ``create_environment(backend=name)`` call ``builder(request)``."""
+    if name == "auto" or (name in BACKENDS and not overwrite):
+        raise ValueError(f"backend '{name}' already exists")
+    BACKENDS[name] = builder
+
+
+def select_auto_backend(request: EnvRequest, spec: EnvSpec) -> str:
+    """The backend ``"auto"`` resolves to: ``"vector"`` when usable, else ``"sync"``.
+
+    ``auto`` never changes what the agent observes, so Atari (``ALE/``) ids
+    stay on ``"sync"``: ale-py's ``AtariVectorEnv`` applies its own
+    preprocessing (grey 84x84, frame stack), which must be asked for
+    explicitly with ``backend="vector"``.
+    """
+    if spec.namespace == "ALE":
+        return "sync"
+    return "vector" if vector_backend_problem(request, spec) is None else "sync"

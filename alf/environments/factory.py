@@ -1,0 +1,94 @@
+"""``create_environment``: the one configurable entry point for building envs.
+
+Gin usage::
+
+    create_environment.env_name = "CartPole-v1"
+    create_environment.num_parallel_environments = 8
+    create_environment.backend = "auto"          # vector | sync | async | auto
+    create_environment.gym_wrappers = [@MaskVelocityWrapper]
+"""
+import functools
+from typing import Callable, Optional, Sequence
+
+import gin
+import gymnasium as gym
+
+from alf.config import configurable
+from alf.environments import backends as _backends
+from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.env_ids import find_env_spec
+from alf.errors import UserError
+
+
+def _with_gin_bindings(fn: Callable) -> Callable:
+    """``fn`` with its current gin bindings made explicit (``functools.partial``).
+
+    Env worker processes started with ``spawn``/``forkserver`` have no gin
+    config, so a configurable wrapper class would silently lose its bindings
+    there. Binding them here makes the factory self-contained and picklable.
+    """
+    try:
+        bindings = gin.get_bindings(fn)
+    except Exception:  # noqa: BLE001 - not a gin configurable
+        return fn
+    return functools.partial(fn, **bindings) if bindings else fn
+
+
+@configurable
+def create_environment(env_name: str = "CartPole-v1",
+                       num_parallel_environments: int = 1,
+                       backend: str = "auto",
+                       seed: int = 0,
+                       env_kwargs: Optional[dict] = None,
+                       gym_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+                       render_mode: Optional[str] = None,
+                       max_episode_steps: Optional[int] = None) -> AlfEnvironment:
+    """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
+
+    Args:
+        env_name: gymnasium id, e.g. ``"CartPole-v1"``, ``"ALE/Pong-v5"``,
+            ``"HalfCheetah-v5"`` or ``"module:Env-v0"``.
+        num_parallel_environments: batch size ``B`` of every TimeStep.
+        backend: ``"vector"`` (native vectorised env), ``"sync"`` (in-process
+            loop), ``"async"`` (subprocesses + shared memory), ``"auto"``
+            (``"vector"`` when the env has a native vector implementation
+            compatible with the other arguments, else ``"sync"``), or any name
+            added with :func:`alf.environments.backends.register_backend`.
+        seed: env ``i`` (and its action-space sampler) is seeded with ``seed + i``.
+        env_kwargs: extra keyword arguments for the env constructor.
+        gym_wrappers: callables ``w(env) -> env`` applied, in order, to every
+            sub-env (e.g. ``[@MaskVelocityWrapper]`` in gin). They need a
+            per-env backend (sync/async), so ``auto`` picks ``"sync"``.
+        render_mode: e.g. ``"rgb_array"`` to make ``render()`` return frames.
+        max_episode_steps: time limit (truncation) overriding the registered one.
+
+    Returns:
+        an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
+
+    Raises:
+        EnvironmentNotFoundError: unknown ``env_name`` (message lists close matches).
+        UserError: unknown backend, bad argument, or a missing optional dependency.
+    """
+    if backend != "auto" and backend not in _backends.BACKENDS:
+        raise UserError(f"Unknown environment backend '{backend}'. Valid choices: "
+                        f"{', '.join(['auto'] + sorted(_backends.BACKENDS))}.")
+    if int(num_parallel_environments) < 1:
+        raise UserError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}.")
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+        raise UserError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}.")
+    spec = find_env_spec(env_name)
+    request = _backends.EnvRequest(
+        env_name=env_name,
+        num_envs=int(num_parallel_environments),
+        seed=int(seed),
+        env_kwargs=dict(env_kwargs or {}),
+        gym_wrappers=tuple(_with_gin_bindings(w) for w in gym_wrappers),
+        render_mode=render_mode,
+        max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
+    )
+    if backend == "auto":
+        backend = _backends.select_auto_backend(request, spec)
+    try:
+        return _backends.BACKENDS[backend](request)
+    except gym.error.DependencyNotInstalled as e:
+        raise UserError(f"Environment '{env_name}' needs an optional dependency: {e}") from None

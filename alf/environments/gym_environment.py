@@ -1,0 +1,228 @@
+"""Adapter from any gymnasium 1.x ``VectorEnv`` (NEXT_STEP autoreset) to :class:`AlfEnvironment`.
+
+The step-type bookkeeping is vectorised numpy over ``[B]`` arrays; there is no
+Python loop over environments. Measured cost on top of the raw
+``vector_env.step`` for 8 CartPole envs (2-core CPU, raw step ~40 us):
+~9-13 us (action to numpy, a few tiny numpy ops, five ``torch.from_numpy``);
+measured by replaying recorded raw outputs through ``step``.
+
+Every returned tensor is freshly allocated except ``env_id``, a constant
+``arange(B)`` shared by all time steps (treat it as read-only).
+"""
+import functools
+import multiprocessing
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from alf.data_structures import StepType, TimeStep
+from alf.environments import spec_utils
+from alf.environments.alf_environment import AlfEnvironment
+from alf.errors import UserError
+from alf.tensor_specs import zeros_from_spec
+
+# TimeStep(*fields) without the keyword-argument overhead of NamedTuple.__new__
+_new_time_step = functools.partial(tuple.__new__, TimeStep)
+
+
+class GymVectorEnvironment(AlfEnvironment):
+    """A gymnasium vector env seen as an :class:`AlfEnvironment`.
+
+    Args:
+        vector_env: a gymnasium ``VectorEnv`` whose ``metadata["autoreset_mode"]``
+            is ``AutoresetMode.NEXT_STEP`` (checked; anything else raises).
+        env_name: the environment id (for messages and ``env_name``).
+        seed: environment ``i`` is seeded with ``seed + i`` on the first
+            ``reset()`` (gymnasium's ``reset(seed=seed)``); later resets continue
+            the RNG streams instead of replaying the same episodes.
+        copy_observations: copy observation arrays that need no dtype
+            conversion (for vector envs that return views of reused buffers).
+        step_timeout: seconds to wait for an ``AsyncVectorEnv`` step before
+            raising ``multiprocessing.TimeoutError`` (None: wait forever).
+        close_timeout: seconds to wait for child processes on ``close()``
+            before they are terminated.
+        enforce_autoreset: re-impose reward 0 / not-done on the rows being
+            autoreset. Gymnasium's own vector envs already guarantee it, so the
+            built-in backends pass False for them (saves ~2 us per step).
+    """
+
+    def __init__(self, vector_env: gym.vector.VectorEnv, env_name: str, seed: int = 0,
+                 copy_observations: bool = False, step_timeout: Optional[float] = None,
+                 close_timeout: float = 10.0, enforce_autoreset: bool = True):
+        mode = vector_env.metadata.get("autoreset_mode")
+        if mode is not None and not isinstance(mode, AutoresetMode):
+            mode = AutoresetMode(mode)
+        if mode != AutoresetMode.NEXT_STEP:
+            vector_env.close()
+            raise UserError(
+                f"Environment '{env_name}': vector env {type(vector_env).__name__} uses autoreset "
+                f"mode {mode}; alf needs AutoresetMode.NEXT_STEP.")
+        self._env = vector_env
+        self._env_name = env_name
+        self._seed = int(seed)
+        self._batch_size = int(vector_env.num_envs)
+        self._step_timeout = step_timeout
+        self._close_timeout = close_timeout
+        self._is_async = isinstance(vector_env, gym.vector.AsyncVectorEnv)
+        self._closed = False
+
+        obs_space = vector_env.single_observation_space
+        act_space = vector_env.single_action_space
+        self._observation_spec = spec_utils.observation_spec_from_space(obs_space)
+        self._action_spec = spec_utils.action_spec_from_space(act_space)
+        self._convert_obs = spec_utils.make_observation_converter(obs_space, copy_observations)
+        self._convert_action = spec_utils.ActionConverter(act_space, self._action_spec).convert
+        self._enforce_autoreset = enforce_autoreset
+        if self._is_async and step_timeout is not None:
+            self._step_env = self._step_with_timeout
+        else:
+            self._step_env = vector_env.step
+
+        # seed the action-space samplers too (sub-env samplers are seeded by the
+        # backends where they create the sub-envs)
+        vector_env.action_space.seed(self._seed)
+        vector_env.single_action_space.seed(self._seed)
+
+        self._env_id = torch.arange(self._batch_size, dtype=torch.int64)
+        self._prev_done = np.zeros(self._batch_size, dtype=np.bool_)
+        self._any_reset = False
+        self._needs_reset = True
+        self._seeded = False
+
+    # ----------------------------------------------------------------- specs
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def env_name(self) -> str:
+        return self._env_name
+
+    @property
+    def gym_env(self) -> gym.vector.VectorEnv:
+        """The wrapped gymnasium vector env (for inspection; don't step it directly)."""
+        return self._env
+
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    # --------------------------------------------------------------- control
+    def reset(self) -> TimeStep:
+        self._check_open()
+        if self._seeded:
+            obs, _ = self._env.reset()
+        else:
+            obs, _ = self._env.reset(seed=self._seed)
+            self._seeded = True
+        self._needs_reset = False
+        b = self._batch_size
+        self._prev_done = np.zeros(b, dtype=np.bool_)
+        self._any_reset = False
+        return TimeStep(
+            step_type=torch.full((b,), StepType.FIRST, dtype=torch.int32),
+            reward=torch.zeros(b, dtype=torch.float32),
+            discount=torch.ones(b, dtype=torch.float32),
+            observation=self._convert_obs(obs),
+            prev_action=zeros_from_spec(self._action_spec, b),
+            env_id=self._env_id,
+            env_info={},
+        )
+
+    def step(self, action: Any) -> TimeStep:
+        """See :meth:`AlfEnvironment.step`; ``action`` is a nest of ``[B, ...]``."""
+        if self._needs_reset:
+            self._check_open()
+            raise RuntimeError(f"{self!r}: call reset() before step().")
+        prev_done = self._prev_done
+        any_reset = self._any_reset
+        env_action, prev_action = self._convert_action(action, prev_done if any_reset else None)
+        obs, reward, terminated, truncated, _ = self._step_env(env_action)
+
+        terminated = np.asarray(terminated, dtype=np.bool_)
+        done = terminated | truncated
+        reward = np.asarray(reward).astype(np.float32)  # always a fresh float32 array
+        if any_reset and self._enforce_autoreset:
+            # NEXT_STEP autoreset reports reward 0 / not done on reset rows;
+            # re-impose it for vector envs not known to honour it.
+            done[prev_done] = False
+            terminated = terminated & ~prev_done
+            reward[prev_done] = 0.0
+        # FIRST = 0, MID = 1, LAST = 2, so step_type = MID + done - prev_done
+        # (done and prev_done are disjoint under NEXT_STEP autoreset).
+        step_type = done.astype(np.int32)
+        step_type += 1
+        if any_reset:
+            step_type -= prev_done
+        discount = (~terminated).astype(np.float32)
+        self._prev_done = done
+        self._any_reset = np.count_nonzero(done) > 0
+
+        from_numpy = torch.from_numpy
+        return _new_time_step((from_numpy(step_type), from_numpy(reward), from_numpy(discount),
+                               self._convert_obs(obs), prev_action, self._env_id, {}))
+
+    def _step_with_timeout(self, env_action):
+        self._env.step_async(env_action)
+        return self._env.step_wait(timeout=self._step_timeout)
+
+    def render(self) -> Optional[np.ndarray]:
+        """RGB frame ``[H, W, 3]`` of environment 0 when created with ``render_mode="rgb_array"``."""
+        self._check_open()
+        if getattr(self._env, "render_mode", None) != "rgb_array":
+            return None
+        if isinstance(self._env, gym.vector.SyncVectorEnv):
+            return self._env.envs[0].render()
+        frames = self._env.render()
+        if frames is None:
+            return None
+        if isinstance(frames, (list, tuple)):
+            return frames[0] if frames else None
+        frames = np.asarray(frames)
+        return frames[0] if frames.ndim == 4 else frames
+
+    def close(self) -> None:
+        """Close the vector env and make sure no child process outlives it."""
+        if self._closed:
+            return
+        self._closed = True
+        env = self._env
+        try:
+            if self._is_async:
+                env.close(timeout=self._close_timeout)
+            else:
+                env.close()
+        finally:
+            for p in getattr(env, "processes", ()) or ():
+                _reap(p, self._close_timeout)
+            multiprocessing.active_children()  # joins finished children
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed.")
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown, nothing to report to
+            pass
+
+
+def _reap(process, timeout: float) -> None:
+    """Join ``process``; terminate, then kill it if it does not exit in time."""
+    process.join(timeout)
+    if process.is_alive():
+        process.terminate()
+        process.join(1.0)
+    if process.is_alive():
+        process.kill()
+        process.join(1.0)

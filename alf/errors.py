@@ -1,0 +1,28 @@
+"""User-facing errors.
+
+Anything a *user* can cause (unknown env id, typo in a gin file, wrong action
+space for an algorithm, corrupt checkpoint, dataset that does not fit the env)
+raises :class:`UserError` with one message that names the offending thing and
+says how to fix it. ``alf.bin.*`` commands print that message (no traceback
+unless ``--debug``) and exit with status 2.
+"""
+
+
+class UserError(Exception):
+    """An error caused by user input; its message is shown verbatim."""
+
+
+class ConfigError(UserError):
+    """A gin file, binding or override is wrong (unknown name, bad value, missing file)."""
+
+
+class EnvironmentNotFoundError(UserError):
+    """The requested environment id is not registered."""
+
+
+class IncompatibleSpecError(UserError):
+    """An algorithm, dataset or network does not fit the environment's specs."""
+
+
+class CheckpointError(UserError):
+    """No usable checkpoint could be loaded."""

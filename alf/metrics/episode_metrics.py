@@ -1,0 +1,79 @@
+"""Episode return / length tracking on the *raw* environment stream.
+
+Computed before any data transformer, so reported returns are the real ones
+(unclipped, unnormalised). Cheap enough to run every step: two vector adds and
+one ``any()`` per step.
+"""
+from collections import deque
+from typing import Deque, List
+
+import torch
+
+from alf.data_structures import StepType, TimeStep
+
+
+class EpisodeMetrics:
+    """Running per-env return/length; completed episodes kept in a window.
+
+    Args:
+        num_envs: batch size of the env.
+        buffer_size: completed episodes averaged by :meth:`average_return`.
+    """
+
+    def __init__(self, num_envs: int, buffer_size: int = 20):
+        self._returns = torch.zeros(num_envs, dtype=torch.float64)
+        self._lengths = torch.zeros(num_envs, dtype=torch.int64)
+        self._recent_returns: Deque[float] = deque(maxlen=buffer_size)
+        self._recent_lengths: Deque[int] = deque(maxlen=buffer_size)
+        self.num_episodes = 0
+        self.num_env_steps = 0
+
+    def update(self, time_step: TimeStep) -> List[float]:
+        """Account one batched step ``[B]``; returns the returns of episodes that ended."""
+        step_type = time_step.step_type
+        first = step_type == StepType.FIRST
+        reward = time_step.reward
+        if reward.ndim > 1:
+            reward = reward.sum(dim=tuple(range(1, reward.ndim)))
+        self._returns += torch.where(first, 0.0, reward.to(torch.float64))
+        self._lengths += (~first).to(torch.int64)
+        # every time step counts, including the FIRST step an autoreset produces (as ALF does)
+        self.num_env_steps += int(step_type.numel())
+        last = step_type == StepType.LAST
+        finished: List[float] = []
+        if bool(last.any()):
+            idx = last.nonzero().flatten()
+            rets = self._returns[idx].tolist()
+            lens = self._lengths[idx].tolist()
+            self._recent_returns.extend(rets)
+            self._recent_lengths.extend(lens)
+            self.num_episodes += len(rets)
+            self._returns[idx] = 0.0
+            self._lengths[idx] = 0
+            finished = rets
+        return finished
+
+    def average_return(self) -> float:
+        """Mean return of the last ``buffer_size`` completed episodes (nan if none)."""
+        return (sum(self._recent_returns) / len(self._recent_returns)
+                if self._recent_returns else float("nan"))
+
+    def average_length(self) -> float:
+        return (sum(self._recent_lengths) / len(self._recent_lengths)
+                if self._recent_lengths else float("nan"))
+
+    def has_episodes(self) -> bool:
+        return len(self._recent_returns) > 0
+
+    def state_dict(self) -> dict:
+        return {"recent_returns": list(self._recent_returns),
+                "recent_lengths": list(self._recent_lengths),
+                "num_episodes": self.num_episodes, "num_env_steps": self.num_env_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._recent_returns.clear()
+        self._recent_returns.extend(state["recent_returns"])
+        self._recent_lengths.clear()
+        self._recent_lengths.extend(state["recent_lengths"])
+        self.num_episodes = int(state["num_episodes"])
+        self.num_env_steps = int(state["num_env_steps"])

@@ -1,0 +1,41 @@
+"""Networks: encoders, actor-distribution and value networks (MLP, CNN, LSTM).
+
+Importing this package registers every network with gin, plus the torch
+activations gin files may name, e.g. ``ActorDistributionNetwork.activation=@torch.relu``.
+"""
+import gin
+import torch
+import torch.nn.functional as F
+
+from alf.networks.network import Network  # noqa: F401
+from alf.networks.encoding_networks import EncodingNetwork, LSTMEncodingNetwork  # noqa: F401
+from alf.networks.projection_networks import (  # noqa: F401
+    CategoricalProjectionNetwork, NormalProjectionNetwork, FastCategorical, StableTanhTransform)
+from alf.networks.actor_distribution_networks import (  # noqa: F401
+    ActorDistributionNetwork, ActorDistributionRNNNetwork)
+from alf.networks.value_networks import ValueNetwork, ValueRNNNetwork  # noqa: F401
+
+_ACTIVATIONS = {
+    "torch.tanh": torch.tanh,
+    "torch.relu": torch.relu,
+    "torch.sigmoid": torch.sigmoid,
+    "torch.nn.functional.elu": F.elu,
+    "torch.nn.functional.leaky_relu": F.leaky_relu,
+    "torch.nn.functional.gelu": F.gelu,
+    "torch.nn.functional.silu": F.silu,
+    "torch.nn.functional.softplus": F.softplus,
+}
+
+
+def _register_activations() -> None:
+    """Register ``_ACTIVATIONS`` with gin once (another module may have done it)."""
+    for name, fn in _ACTIVATIONS.items():
+        try:
+            registered = gin.config._REGISTRY.get_match(name)  # pylint: disable=protected-access
+        except Exception:  # noqa: BLE001 - ambiguous partial match: treat as not registered
+            registered = None
+        if registered is None or registered.selector != name:
+            gin.external_configurable(fn, name)
+
+
+_register_activations()

@@ -1,0 +1,261 @@
+"""The Trainer: builds env(s) and algorithm, loops ``train_iter``, evaluates,
+summarises, checkpoints and resumes.
+
+Construction does no I/O in ``root_dir`` (so a bad config writes nothing);
+:meth:`Trainer.run` creates the directory, writes the config, restores the
+newest valid checkpoint and trains until ``num_iterations`` /
+``num_env_steps``. Ctrl-C saves a checkpoint, closes every env (reaping child
+processes) and re-raises ``KeyboardInterrupt`` for the command to exit.
+"""
+import csv
+import logging
+import math
+import os
+import random
+import sys
+import time
+from typing import Any, Optional
+
+import torch
+
+from alf import config as alf_config
+from alf.environments import create_environment
+from alf.algorithms.data_transformers import create_data_transformer
+from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.evaluator import evaluate
+from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.run_context import RunContext
+from alf.utils.seeding import get_rng_state, set_random_seed, set_rng_state
+
+CONFIG_FILE = "config.gin"
+PROGRESS_FILE = "progress.csv"
+
+
+class Trainer:
+    """Runs one experiment in ``root_dir``.
+
+    Args:
+        config: the :class:`TrainerConfig`.
+        root_dir: where checkpoints (``train/``), summaries and ``config.gin`` go.
+        config_text: gin text written to ``root_dir/config.gin`` (the full config).
+        quiet: suppress the console progress line.
+    """
+
+    def __init__(self, config: TrainerConfig, root_dir: str, config_text: str = "",
+                 quiet: bool = False):
+        self._config = config
+        self._root_dir = os.path.abspath(root_dir)
+        self._config_text = config_text
+        self._quiet = quiet
+        if config.random_seed is None:
+            config.random_seed = random.SystemRandom().randrange(2 ** 31)
+            logging.info("TrainerConfig.random_seed not set; using %d", config.random_seed)
+        if config.num_threads:
+            torch.set_num_threads(int(config.num_threads))
+        set_random_seed(config.random_seed)
+        self._context = RunContext(config.num_iterations, config.num_env_steps,
+                                   summary_interval=config.summary_interval)
+        self._env = create_environment(seed=config.random_seed)
+        self._eval_env = None
+        try:
+            obs_spec = self._env.observation_spec()
+            self._transformer = create_data_transformer(config.data_transformer_ctor, obs_spec)
+            self._algorithm = config.algorithm_ctor(
+                observation_spec=self._transformer.transformed_observation_spec,
+                action_spec=self._env.action_spec(), reward_spec=self._env.reward_spec(),
+                env=self._env, config=config, context=self._context)
+            self._algorithm.set_data_transformer(self._transformer)
+            self._algorithm.prepare()
+            if config.evaluate:
+                self._eval_env = create_environment(
+                    num_parallel_environments=config.num_eval_environments,
+                    seed=config.random_seed + 1_000_003)
+        except BaseException:
+            self.close()
+            raise
+        self._checkpointer = Checkpointer(os.path.join(self._root_dir, "train"),
+                                          config.num_checkpoints)
+        self._writer = None
+
+    @property
+    def algorithm(self):
+        return self._algorithm
+
+    @property
+    def context(self) -> RunContext:
+        return self._context
+
+    @property
+    def root_dir(self) -> str:
+        return self._root_dir
+
+    # ------------------------------------------------------------ checkpoint
+    def _training_state(self) -> dict:
+        metrics = self._algorithm.metrics
+        return {"algorithm": self._algorithm.state_dict(), "context": self._context.state_dict(),
+                "rng": get_rng_state(), "random_seed": self._config.random_seed,
+                "metrics": metrics.state_dict() if metrics is not None else {}}
+
+    def save_checkpoint(self) -> str:
+        rb = self._algorithm.replay_buffer
+        rb_state = rb.state_dict() if (rb is not None and self._config.save_replay_buffer) else None
+        path = self._checkpointer.save(self._context.iteration, self._training_state(), rb_state)
+        logging.info("Saved checkpoint %s", path)
+        return path
+
+    def restore_checkpoint(self) -> bool:
+        """Load the newest valid checkpoint; False if there is none."""
+        found = self._checkpointer.load_latest()
+        if found is None:
+            return False
+        iteration, state, rb_state = found
+        self._algorithm.load_state_dict(state["algorithm"])
+        self._context.load_state_dict(state["context"])
+        set_rng_state(state["rng"])
+        if self._algorithm.metrics is not None and state.get("metrics"):
+            self._algorithm.metrics.load_state_dict(state["metrics"])
+        if rb_state is not None and self._algorithm.replay_buffer is not None:
+            self._algorithm.replay_buffer.load_state_dict(rb_state)
+        logging.info("Resumed from iteration %d (%d env steps)", iteration, self._context.env_steps)
+        return True
+
+    # ------------------------------------------------------------------- run
+    def _done(self) -> bool:
+        c, ctx = self._config, self._context
+        return ((c.num_iterations > 0 and ctx.iteration >= c.num_iterations) or
+                (c.num_env_steps > 0 and ctx.env_steps >= c.num_env_steps))
+
+    def run(self) -> None:
+        """Train to completion (or Ctrl-C); always checkpoints and closes envs."""
+        os.makedirs(self._root_dir, exist_ok=True)
+        config_path = os.path.join(self._root_dir, CONFIG_FILE)
+        if self._config_text and not os.path.exists(config_path):
+            with open(config_path + ".tmp", "w") as f:
+                f.write(self._config_text)
+            os.replace(config_path + ".tmp", config_path)
+        resumed = self.restore_checkpoint()
+        from torch.utils.tensorboard import SummaryWriter
+        self._writer = SummaryWriter(self._root_dir,
+                                     purge_step=self._context.iteration if resumed else None)
+        self._context.summary_writer = self._writer
+        saved_at = self._context.iteration
+        try:
+            self._loop()
+        except KeyboardInterrupt:
+            self._print_line("Interrupted: saving checkpoint ...")
+            raise
+        finally:
+            try:
+                if self._context.iteration != saved_at or not resumed:
+                    self.save_checkpoint()
+            finally:
+                self._write_operative_config()
+                self.close()
+
+    def _write_operative_config(self) -> None:
+        try:
+            text = alf_config.operative_config_text()
+        except Exception:  # noqa: BLE001 - informational file only
+            return
+        if text:
+            with open(os.path.join(self._root_dir, "operative_config.gin"), "w") as f:
+                f.write(text)
+
+    def _loop(self) -> None:
+        cfg, ctx, alg = self._config, self._context, self._algorithm
+        csv_path = os.path.join(self._root_dir, PROGRESS_FILE)
+        new_csv = not os.path.exists(csv_path)
+        csv_file = open(csv_path, "a", newline="")
+        writer = csv.writer(csv_file)
+        if new_csv:
+            writer.writerow(["iteration", "env_steps", "wall_time_s", "average_return",
+                             "average_episode_length", "num_episodes", "fps"])
+        start = time.perf_counter()
+        last_print = last_row = start
+        steps_at_start = ctx.env_steps
+        iter_seconds = 0.0
+        ctx.unroll_seconds = 0.0
+        try:
+            while not self._done():
+                ctx.iteration += 1
+                t0 = time.perf_counter()
+                alg.train_iter()
+                iter_seconds += time.perf_counter() - t0
+                metrics = alg.metrics
+                now = time.perf_counter()
+                fps = (ctx.env_steps - steps_at_start) / max(1e-9, now - start)
+                if ctx.should_summarize() or (cfg.summarize_first_interval and ctx.iteration == 1):
+                    self._summarize(metrics, fps, iter_seconds)
+                if cfg.evaluate and ctx.iteration % cfg.eval_interval == 0:
+                    self._evaluate()
+                if ctx.iteration % cfg.checkpoint_interval == 0:
+                    self.save_checkpoint()
+                done = self._done()
+                if now - last_row >= 0.25 or done:
+                    last_row = now
+                    writer.writerow([ctx.iteration, ctx.env_steps, f"{now - start:.3f}",
+                                     _fmt(metrics.average_return()), _fmt(metrics.average_length()),
+                                     metrics.num_episodes, f"{fps:.1f}"])
+                    csv_file.flush()
+                if not self._quiet and (now - last_print >= cfg.progress_interval_seconds or done):
+                    last_print = now
+                    self._print_progress(metrics, fps, now - start)
+        finally:
+            csv_file.close()
+
+    def _progress_text(self, metrics, fps: float, elapsed: float) -> str:
+        ctx, cfg = self._context, self._config
+        target = (f"/{cfg.num_env_steps:,}" if cfg.num_env_steps else "")
+        iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
+        ret = metrics.average_return()
+        return (f"[alf] iter {ctx.iteration:,}{iters} | env steps {ctx.env_steps:,}{target} | "
+                f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,} | "
+                f"{elapsed:.1f}s")
+
+    def _print_progress(self, metrics, fps: float, elapsed: float) -> None:
+        self._print_line(self._progress_text(metrics, fps, elapsed))
+
+    def _print_line(self, text: str) -> None:
+        if not self._quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def _summarize(self, metrics, fps: float, iter_seconds: float) -> None:
+        ctx = self._context
+        ret, length = metrics.average_return(), metrics.average_length()
+        if not math.isnan(ret):
+            ctx.add_scalar("Metrics/AverageReturn", ret)
+            ctx.add_scalar("Metrics/AverageEpisodeLength", length)
+        ctx.add_scalar("Metrics/NumEpisodes", metrics.num_episodes)
+        ctx.add_scalar("Speed/FPS", fps)
+        if iter_seconds > 0:
+            unroll_share = min(1.0, ctx.unroll_seconds / iter_seconds)
+            ctx.add_scalar("Time/unroll_fraction", unroll_share)
+            ctx.add_scalar("Time/train_fraction", 1.0 - unroll_share)
+
+    def _evaluate(self) -> None:
+        results = evaluate(self._algorithm, self._eval_env, self._transformer,
+                           self._config.num_eval_episodes, self._config.epsilon_greedy)
+        if not results:
+            return
+        avg_ret = sum(r for r, _ in results) / len(results)
+        avg_len = sum(l for _, l in results) / len(results)
+        self._context.add_scalar("Eval/AverageReturn", avg_ret)
+        self._context.add_scalar("Eval/AverageEpisodeLength", avg_len)
+        self._print_line(f"[alf] eval at iter {self._context.iteration:,}: return {avg_ret:.1f} "
+                         f"over {len(results)} episodes")
+
+    def close(self) -> None:
+        """Close envs and the summary writer (idempotent)."""
+        for env in (getattr(self, "_env", None), getattr(self, "_eval_env", None)):
+            if env is not None:
+                try:
+                    env.close()
+                except Exception:  # noqa: BLE001
+                    pass
+        if getattr(self, "_writer", None) is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _fmt(x: float) -> str:
+    return "" if math.isnan(x) else f"{x:.3f}"

@@ -1,0 +1,166 @@
+"""``TrainerConfig``: every knob about *training* (not about an algorithm), with ALF's names."""
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+import alf
+from alf.errors import ConfigError
+
+
+@alf.configurable
+class TrainerConfig:
+    """Training-regime settings. Every argument is bindable from gin as ``TrainerConfig.<name>``.
+
+    Args:
+        algorithm_ctor: builds the algorithm as ``ctor(observation_spec=, action_spec=,
+            reward_spec=, env=, config=, context=)``.
+        data_transformer_ctor: one transformer ctor, a list of them (applied in order), or None.
+        random_seed: seeds python, numpy, torch and the envs; None picks one and logs it.
+        num_iterations: stop after this many train iterations (0 = no limit).
+        num_env_steps: stop after this many environment steps (0 = no limit). At least one
+            of ``num_iterations``/``num_env_steps`` must be set; schedules anneal over it.
+        unroll_length: env steps per env per iteration; fractional values (e.g. 0.25) unroll
+            one step every ``1/unroll_length`` iterations.
+        async_unroll: unroll in a separate process (see docs/async.md); False = synchronous.
+        max_unroll_length: async: most steps one unroll job may return.
+        unroll_queue_size: async: unroll results buffered between unroller and learner.
+        unroll_parameter_update_period: async: refresh unroller weights every this many iterations.
+        initial_collect_steps: off-policy: env steps of random actions before training starts.
+        num_updates_per_train_iter: off-policy: passes (epochs over the whole buffer when
+            ``whole_replay_buffer_training``, else sampled mini-batches) per iteration.
+        mini_batch_size: sequences per mini-batch (None = the whole buffer in one batch).
+        mini_batch_length: steps per sequence in a mini-batch.
+        whole_replay_buffer_training: train on everything in the buffer each iteration
+            (PPO the ALF way). None = the algorithm's default.
+        clear_replay_buffer: empty the buffer after each iteration. None = algorithm default.
+        replay_buffer_length: capacity per env (None = the algorithm's need, e.g. unroll_length+1).
+        priority_replay: use prioritized sampling; ``priority_replay_alpha``/``_beta``/``_eps``.
+        offline_buffer_dir: dataset path(s) for offline/hybrid training.
+        offline_buffer_length: capacity per env of the offline buffer.
+        rl_train_after_update_steps: hybrid: offline-only updates before online RL starts.
+        rl_train_every_update_steps: hybrid: do an RL update every this many updates.
+        num_checkpoints: keep this many newest checkpoints.
+        checkpoint_interval: save every this many iterations (and at the end / on Ctrl-C).
+        evaluate: run a separate evaluation env every ``eval_interval`` iterations.
+        eval_interval: iterations between evaluations.
+        num_eval_episodes: episodes per evaluation (split fairly over eval envs).
+        num_eval_environments: parallel envs used for evaluation.
+        epsilon_greedy: evaluation: probability of a random action (0 = greedy).
+        summary_interval: iterations between TensorBoard summaries.
+        summarize_first_interval: also write summaries at iteration 1.
+        debug_summaries: extra (more expensive) summaries.
+        progress_interval_seconds: seconds between console progress lines.
+        num_threads: torch intra-op threads (None = leave torch's default). Tiny
+            networks are fastest with 1.
+        metric_buffer_size: episodes averaged for AverageReturn / AverageEpisodeLength.
+        save_replay_buffer: also checkpoint the replay buffer (a separate file).
+    """
+
+    def __init__(self,
+                 algorithm_ctor: Optional[Callable] = None,
+                 data_transformer_ctor: Union[None, Callable, Sequence[Callable]] = None,
+                 random_seed: Optional[int] = None,
+                 num_iterations: int = 0,
+                 num_env_steps: int = 0,
+                 unroll_length: float = 8,
+                 async_unroll: bool = False,
+                 max_unroll_length: int = 0,
+                 unroll_queue_size: int = 200,
+                 unroll_parameter_update_period: int = 10,
+                 initial_collect_steps: int = 0,
+                 num_updates_per_train_iter: int = 4,
+                 mini_batch_size: Optional[int] = None,
+                 mini_batch_length: int = 1,
+                 whole_replay_buffer_training: Optional[bool] = None,
+                 clear_replay_buffer: Optional[bool] = None,
+                 replay_buffer_length: Optional[int] = None,
+                 priority_replay: bool = False,
+                 priority_replay_alpha: float = 0.7,
+                 priority_replay_beta: float = 0.4,
+                 priority_replay_eps: float = 1e-6,
+                 offline_buffer_dir: Union[None, str, List[str]] = None,
+                 offline_buffer_length: Optional[int] = None,
+                 rl_train_after_update_steps: int = 0,
+                 rl_train_every_update_steps: int = 1,
+                 num_checkpoints: int = 3,
+                 checkpoint_interval: int = 1000,
+                 evaluate: bool = False,
+                 eval_interval: int = 100,
+                 num_eval_episodes: int = 10,
+                 num_eval_environments: int = 1,
+                 epsilon_greedy: float = 0.0,
+                 summary_interval: int = 50,
+                 summarize_first_interval: bool = True,
+                 debug_summaries: bool = False,
+                 progress_interval_seconds: float = 5.0,
+                 num_threads: Optional[int] = None,
+                 metric_buffer_size: int = 20,
+                 save_replay_buffer: bool = False):
+        self.algorithm_ctor = algorithm_ctor
+        self.data_transformer_ctor = data_transformer_ctor
+        self.random_seed = random_seed
+        self.num_iterations = int(num_iterations)
+        self.num_env_steps = int(num_env_steps)
+        self.unroll_length = unroll_length
+        self.async_unroll = async_unroll
+        self.max_unroll_length = max_unroll_length
+        self.unroll_queue_size = unroll_queue_size
+        self.unroll_parameter_update_period = unroll_parameter_update_period
+        self.initial_collect_steps = int(initial_collect_steps)
+        self.num_updates_per_train_iter = int(num_updates_per_train_iter)
+        self.mini_batch_size = mini_batch_size
+        self.mini_batch_length = int(mini_batch_length)
+        self.whole_replay_buffer_training = whole_replay_buffer_training
+        self.clear_replay_buffer = clear_replay_buffer
+        self.replay_buffer_length = replay_buffer_length
+        self.priority_replay = priority_replay
+        self.priority_replay_alpha = priority_replay_alpha
+        self.priority_replay_beta = priority_replay_beta
+        self.priority_replay_eps = priority_replay_eps
+        self.offline_buffer_dir = offline_buffer_dir
+        self.offline_buffer_length = offline_buffer_length
+        self.rl_train_after_update_steps = rl_train_after_update_steps
+        self.rl_train_every_update_steps = rl_train_every_update_steps
+        self.num_checkpoints = int(num_checkpoints)
+        self.checkpoint_interval = int(checkpoint_interval)
+        self.evaluate = evaluate
+        self.eval_interval = int(eval_interval)
+        self.num_eval_episodes = int(num_eval_episodes)
+        self.num_eval_environments = int(num_eval_environments)
+        self.epsilon_greedy = float(epsilon_greedy)
+        self.summary_interval = int(summary_interval)
+        self.summarize_first_interval = summarize_first_interval
+        self.debug_summaries = debug_summaries
+        self.progress_interval_seconds = float(progress_interval_seconds)
+        self.num_threads = num_threads
+        self.metric_buffer_size = int(metric_buffer_size)
+        self.save_replay_buffer = save_replay_buffer
+        self.validate()
+
+    def validate(self) -> None:
+        """Fail at construction, with the field named, on impossible combinations."""
+        if self.algorithm_ctor is None:
+            raise ConfigError("TrainerConfig.algorithm_ctor is not set: bind it in the gin file, "
+                              "e.g. `TrainerConfig.algorithm_ctor = @PPOAlgorithm`")
+        if self.num_iterations <= 0 and self.num_env_steps <= 0:
+            raise ConfigError("Set TrainerConfig.num_iterations or TrainerConfig.num_env_steps "
+                              "(both are 0, so training would never stop)")
+        if not (self.unroll_length > 0):
+            raise ConfigError(f"TrainerConfig.unroll_length must be > 0, got {self.unroll_length}")
+        if self.unroll_length >= 1 and float(self.unroll_length) != int(self.unroll_length):
+            raise ConfigError("TrainerConfig.unroll_length above 1 must be an integer, got "
+                              f"{self.unroll_length}")
+        if self.mini_batch_length < 1:
+            raise ConfigError("TrainerConfig.mini_batch_length must be >= 1")
+        if self.mini_batch_size is not None and self.mini_batch_size < 1:
+            raise ConfigError("TrainerConfig.mini_batch_size must be >= 1 (or None)")
+        if self.num_updates_per_train_iter < 1:
+            raise ConfigError("TrainerConfig.num_updates_per_train_iter must be >= 1")
+        if self.num_checkpoints < 1:
+            raise ConfigError("TrainerConfig.num_checkpoints must be >= 1")
+        if not 0.0 <= self.epsilon_greedy <= 1.0:
+            raise ConfigError("TrainerConfig.epsilon_greedy must be in [0, 1]")
+        if self.async_unroll:
+            raise ConfigError("TrainerConfig.async_unroll=True is not available yet in this "
+                              "version; set it to False (synchronous unroll)")
+        if self.offline_buffer_dir:
+            raise ConfigError("TrainerConfig.offline_buffer_dir: offline/hybrid training is not "
+                              "available yet in this version")

@@ -1,0 +1,99 @@
+"""Synchronous unroll: step the env and the policy in lockstep in this process.
+
+Per step: metrics on the raw TimeStep -> data transformer -> reset policy
+state at FIRST -> ``rollout_step`` -> store :class:`Experience` -> ``env.step``.
+The loop body is kept free of nest-heavy work: the hot path for 8 CartPole
+envs is ~100 us, dominated by the policy forward.
+"""
+from typing import Any, Callable, List, Optional
+
+import torch
+
+from alf import nest as alf_nest
+from alf.data_structures import AlgStep, Experience, TimeStep
+from alf.metrics import EpisodeMetrics
+from alf.tensor_specs import zeros_from_spec
+from alf.utils.tensor_utils import detach, reset_state_if_necessary
+
+
+class SyncUnroller:
+    """Holds the env, the carried time step / states, and runs unrolls.
+
+    Args:
+        env: a batched :class:`alf.environments.AlfEnvironment`.
+        data_transformer: applied to every raw TimeStep before the algorithm sees it.
+        metrics: episode metrics fed with raw time steps.
+        initial_policy_state: ``fn(batch_size)`` giving the initial rollout state.
+    """
+
+    def __init__(self, env, data_transformer, metrics: EpisodeMetrics,
+                 initial_policy_state: Callable[[int], Any]):
+        self._env = env
+        self._transformer = data_transformer
+        self._metrics = metrics
+        self._initial_policy_state = initial_policy_state
+        self._time_step: Optional[TimeStep] = None
+        self._policy_state: Any = None
+        self._transformer_state: Any = None
+        self._init_state_cache: Any = None
+
+    @property
+    def env(self):
+        return self._env
+
+    @property
+    def metrics(self) -> EpisodeMetrics:
+        return self._metrics
+
+    def _ensure_started(self) -> None:
+        if self._time_step is None:
+            batch = self._env.batch_size
+            self._time_step = self._env.reset()
+            self._init_state_cache = self._initial_policy_state(batch)
+            self._policy_state = self._init_state_cache
+            self._transformer_state = zeros_from_spec(self._transformer.state_spec, batch)
+
+    def unroll(self, policy_step: Callable[[TimeStep, Any], AlgStep], unroll_length: int,
+               store: Optional[Callable[[Experience], None]] = None,
+               action_override: Optional[Callable[[AlgStep], Any]] = None) -> List[Experience]:
+        """Run ``unroll_length`` steps.
+
+        Args:
+            policy_step: ``rollout_step`` (called with grad if the caller enables it).
+            store: if given, each step's Experience ``[B]`` is passed to it (replay);
+                otherwise the experiences are returned as a list (on-policy).
+            action_override: optional ``fn(alg_step) -> action`` (random initial collection).
+        Returns:
+            The list of per-step experiences when ``store`` is None, else ``[]``.
+        """
+        self._ensure_started()
+        env, transformer, metrics = self._env, self._transformer, self._metrics
+        ts, pstate, tstate = self._time_step, self._policy_state, self._transformer_state
+        stateful = not alf_nest.is_empty(pstate)
+        exps: List[Experience] = []
+        for _ in range(unroll_length):
+            metrics.update(ts)
+            tts, tstate = transformer.transform_timestep(ts, tstate)
+            if stateful:
+                pstate = reset_state_if_necessary(pstate, self._init_state_cache, tts.is_first())
+            alg_step = policy_step(tts, pstate)
+            action = alg_step.output
+            if action_override is not None:
+                action = action_override(alg_step)
+                alg_step = alg_step._replace(output=action)
+            exp = Experience(time_step=tts, action=action, rollout_info=alg_step.info,
+                             state=pstate if stateful else ())
+            if store is not None:
+                store(exp)
+            else:
+                exps.append(exp)
+            ts = env.step(alf_nest.map_structure(torch.Tensor.detach, action)
+                          if not isinstance(action, torch.Tensor) else action.detach())
+            pstate = alg_step.state
+        # States carried into the next unroll must not hold this unroll's graph.
+        self._time_step, self._policy_state, self._transformer_state = ts, detach(pstate), detach(tstate)
+        return exps
+
+    def reset(self) -> None:
+        """Forget the carried time step: the next unroll starts with ``env.reset()``."""
+        self._time_step = None

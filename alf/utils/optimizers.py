@@ -1,0 +1,70 @@
+"""Optimizer factories usable from gin.
+
+A torch optimizer needs its parameters at construction, but a gin file is
+parsed before any network exists. So ``@alf.optimizers.Adam()`` in gin builds an
+:class:`OptimizerFactory`; the algorithm calls ``factory.create(params)`` once
+its networks exist. The factory also carries what torch optimizers do not:
+global-norm gradient clipping and a learning-rate schedule.
+"""
+from typing import Any, Dict, Iterable, Optional, Type
+
+import gin
+import torch
+
+from alf.utils.schedules import ScheduleLike, as_schedule
+
+
+class OptimizerFactory:
+    """Recipe for an optimizer: class, learning rate (number or schedule), clipping, kwargs."""
+
+    def __init__(self, optimizer_cls: Type[torch.optim.Optimizer], lr: ScheduleLike,
+                 gradient_clipping: Optional[float] = None, **kwargs: Any):
+        self.optimizer_cls = optimizer_cls
+        self.lr_schedule = as_schedule(lr)
+        self.gradient_clipping = gradient_clipping
+        self.kwargs = kwargs
+
+    def create(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        """Build the torch optimizer over ``params`` with the schedule's initial lr."""
+        return self.optimizer_cls(list(params), lr=self.lr_schedule(0.0), **self.kwargs)
+
+    def __repr__(self):
+        return (f"{self.optimizer_cls.__name__}(lr={self.lr_schedule}, "
+                f"gradient_clipping={self.gradient_clipping}, {self.kwargs})")
+
+
+def _fast_kwargs() -> Dict[str, Any]:
+    # foreach kernels cut the per-parameter Python loop; measured faster on CPU for small nets.
+    return {"foreach": True}
+
+
+@gin.configurable(module="alf.optimizers")
+def Adam(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+         gradient_clipping: Optional[float] = None, amsgrad: bool = False) -> OptimizerFactory:
+    """Adam; ``lr`` may be a schedule of training progress; ``gradient_clipping`` is a global norm."""
+    return OptimizerFactory(torch.optim.Adam, lr, gradient_clipping, betas=tuple(betas), eps=eps,
+                            weight_decay=weight_decay, amsgrad=amsgrad, **_fast_kwargs())
+
+
+@gin.configurable(module="alf.optimizers")
+def AdamW(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
+          gradient_clipping: Optional[float] = None) -> OptimizerFactory:
+    """AdamW (decoupled weight decay)."""
+    return OptimizerFactory(torch.optim.AdamW, lr, gradient_clipping, betas=tuple(betas), eps=eps,
+                            weight_decay=weight_decay, **_fast_kwargs())
+
+
+@gin.configurable(module="alf.optimizers")
+def RMSprop(lr: ScheduleLike = 7e-4, alpha: float = 0.99, eps: float = 1e-5, momentum: float = 0.0,
+            gradient_clipping: Optional[float] = None) -> OptimizerFactory:
+    """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5)."""
+    return OptimizerFactory(torch.optim.RMSprop, lr, gradient_clipping, alpha=alpha, eps=eps,
+                            momentum=momentum, **_fast_kwargs())
+
+
+@gin.configurable(module="alf.optimizers")
+def SGD(lr: ScheduleLike = 1e-2, momentum: float = 0.0, gradient_clipping: Optional[float] = None
+        ) -> OptimizerFactory:
+    """Plain SGD with optional momentum."""
+    return OptimizerFactory(torch.optim.SGD, lr, gradient_clipping, momentum=momentum,
+                            **_fast_kwargs())

@@ -1,0 +1,75 @@
+"""One explicit run context owned by the Trainer (instead of module globals).
+
+It carries the counters every component may need (train iterations, env
+steps, training progress for schedules), the summary writer, and whether this
+iteration should write summaries. Algorithms receive it at construction; a
+default standalone context is used when an algorithm is built outside a
+Trainer (tests, notebooks). Its counters are checkpointed.
+"""
+from typing import Any, Dict, Optional
+
+
+class RunContext:
+    """Counters, progress and summary writer for one training run.
+
+    Args:
+        num_iterations: total train iterations planned (0 = unbounded).
+        num_env_steps: total env steps planned (0 = unbounded).
+        summary_writer: a ``torch.utils.tensorboard.SummaryWriter`` or None.
+        summary_interval: write summaries every this many iterations.
+    """
+
+    def __init__(self, num_iterations: int = 0, num_env_steps: int = 0,
+                 summary_writer: Any = None, summary_interval: int = 50):
+        self.num_iterations = int(num_iterations or 0)
+        self.num_env_steps = int(num_env_steps or 0)
+        self.summary_writer = summary_writer
+        self.summary_interval = max(1, int(summary_interval))
+        self.iteration = 0
+        self.env_steps = 0
+        self.num_updates = 0
+        self.unroll_seconds = 0.0  # wall time spent unrolling (not checkpointed)
+
+    def progress(self) -> float:
+        """Fraction of the run completed, in [0, 1] (max over the configured limits)."""
+        fractions = []
+        if self.num_iterations > 0:
+            fractions.append(self.iteration / self.num_iterations)
+        if self.num_env_steps > 0:
+            fractions.append(self.env_steps / self.num_env_steps)
+        return min(1.0, max(fractions)) if fractions else 0.0
+
+    def should_summarize(self) -> bool:
+        """Whether summaries are due in the current iteration."""
+        return self.summary_writer is not None and self.iteration % self.summary_interval == 0
+
+    def add_scalar(self, tag: str, value: Any) -> None:
+        """Write ``value`` under ``tag`` against iterations, and ``tag`` in
+        ``<group>_vs_EnvironmentSteps`` against env steps (ALF's convention)."""
+        if self.summary_writer is None:
+            return
+        v = float(value)
+        self.summary_writer.add_scalar(tag, v, self.iteration)
+        group, _, name = tag.rpartition("/")
+        self.summary_writer.add_scalar(f"{group or 'Metrics'}_vs_EnvironmentSteps/{name}", v,
+                                       self.env_steps)
+
+    def state_dict(self) -> Dict[str, int]:
+        return {"iteration": self.iteration, "env_steps": self.env_steps,
+                "num_updates": self.num_updates}
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])
+        self.num_updates = int(state.get("num_updates", 0))
+
+
+_DEFAULT: Optional[RunContext] = None
+
+
+def default_run_context() -> RunContext:
+    """A shared standalone context for algorithms built outside a Trainer."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = RunContext()
+    return _DEFAULT

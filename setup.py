@@ -1,0 +1,37 @@
+"""alf: a configurable reinforcement-learning research toolkit (ALF-style, PyTorch + gin)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="alf",
+    version="0.1.0",
+    description="Agent Learning Framework style RL toolkit: RLAlgorithm hooks, gin configs, "
+                "replay buffers, sync/async unrollers and a Trainer",
+    long_description=open("README.md").read() if __import__("os").path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["alf", "alf.*"]),
+    package_data={"alf": ["examples/*.gin"]},
+    include_package_data=True,
+    install_requires=[
+        # CPU machines: install the local wheel first with `pip install torch==2.13.0`;
+        # a range it satisfies installs nothing more.
+        "torch>=2.1",
+        "gin-config>=0.5",
+        "absl-py>=1.0",
+        "numpy>=1.23",
+        "gymnasium[classic-control]>=1.0",
+        "tensorboard>=2.10",
+        "optree>=0.10",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0"],
+        "mujoco": ["gymnasium[mujoco]>=1.0"],
+        "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
+        "envpool": ["envpool>=0.8"],
+        "offline": ["minari>=0.4", "h5py>=3"],
+        "video": ["imageio>=2.30", "imageio-ffmpeg>=0.4"],
+        "plot": ["matplotlib>=3.5"],
+        "bench": ["stable-baselines3>=2.3", "matplotlib>=3.5"],
+    },
+    entry_points={"console_scripts": ["alf-train=alf.bin.train:main", "alf-play=alf.bin.play:main"]},
+)
