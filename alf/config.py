@@ -7,7 +7,9 @@ failure modes cheap: unknown names and bad values become one
 matches), ``include`` resolves from any working directory, and the full config
 text is saved so a run can be resumed or rebuilt in a subprocess.
 """
+import contextlib
 import difflib
+import logging
 import os
 import re
 from typing import Iterable, List, Optional, Sequence
@@ -51,11 +53,29 @@ def resolve_conf_file(conf: str) -> str:
 
 
 def _known_configurables() -> List[str]:
-    names = []
-    for key in gin.config._REGISTRY.keys():  # pylint: disable=protected-access
-        # keys are (module, name) style strings in gin 0.5: 'module.Name'
-        names.append(key.split(".")[-1] if isinstance(key, str) else str(key))
-    return names
+    names = set()
+    # gin 0.5's SelectorMap has items() (no keys()); selectors are 'module.Name'.
+    for selector, _ in gin.config._REGISTRY.items():  # pylint: disable=protected-access
+        names.add(str(selector).split(".")[-1])
+    return sorted(names)
+
+
+class _DropGinResourceReaderLogs(logging.Filter):
+    """gin's system-path file reader logs INFO/ERROR "Path not found" lines for
+    every search prefix it probes while resolving ``include``; they are noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.pathname.replace("\\", "/").endswith("gin/resource_reader.py")
+
+
+@contextlib.contextmanager
+def _quiet_gin_file_probing():
+    root, flt = logging.getLogger(), _DropGinResourceReaderLogs()
+    root.addFilter(flt)
+    try:
+        yield
+    finally:
+        root.removeFilter(flt)
 
 
 def _friendly_gin_error(exc: Exception, source: str) -> ConfigError:
@@ -82,8 +102,8 @@ def _friendly_gin_error(exc: Exception, source: str) -> ConfigError:
     if m:
         params = _configurable_params(m.group(1))
         close = difflib.get_close_matches(m.group(2), params, n=3)
-        hint = (f" Did you mean: {', '.join(close)}?" if close else "") + (
-            f" Valid parameters: {', '.join(params)}." if params else "")
+        hint = (f" Did you mean: {', '.join(close)}?" if close else
+                (f" Valid parameters: {', '.join(params)}." if params else ""))
     where = f" ({location})" if location else f" ({source})"
     return ConfigError(f"Config error{where}: {head}{hint}")
 
@@ -118,13 +138,17 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
         conf_file = resolve_conf_file(conf_file)
         search_dirs.insert(0, os.path.dirname(conf_file))
         source = conf_file
-    for d in search_dirs:
-        gin.add_config_file_search_path(d)
+    # gin keeps search prefixes in a module global that clear_config() does not
+    # reset (it grew by 2-3 entries per call); rebuild it so earlier parses (other
+    # dirs, other cwd) cannot leak in. `include` looks next to the conf file first.
+    prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
+    prefixes[:] = [d for i, d in enumerate(search_dirs) if d not in search_dirs[:i]]
     try:
-        if conf_file is not None:
-            gin.parse_config_file(conf_file)
-        if config_text is not None:
-            gin.parse_config(config_text)
+        with _quiet_gin_file_probing():
+            if conf_file is not None:
+                gin.parse_config_file(conf_file)
+            if config_text is not None:
+                gin.parse_config(config_text)
     except (IOError, OSError) as e:
         raise ConfigError(f"Config error ({source}): {e}") from None
     except Exception as e:  # noqa: BLE001 - gin raises many types

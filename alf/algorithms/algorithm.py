@@ -168,11 +168,15 @@ class Algorithm(nn.Module):
         return opts
 
     def _all_optimizer_entries(self):
-        self._ensure_optimizers()
-        entries = []
-        for child in self._child_algorithms():
-            entries.extend(child._optimizers)
-        entries.extend(self._optimizers)
+        # Cached: walking the module tree costs ~0.5 ms, and this runs every update.
+        entries = self.__dict__.get("_optimizer_entries_cache")
+        if entries is None:
+            self._ensure_optimizers()
+            entries = []
+            for child in self._child_algorithms():
+                entries.extend(child._optimizers)
+            entries.extend(self._optimizers)
+            self.__dict__["_optimizer_entries_cache"] = entries
         return entries
 
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,

@@ -105,4 +105,5 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         return AlgStep(output=(), state=new_state, info=info)
 
     def calc_loss(self, info: PPOTrainInfo) -> LossInfo:
-        return self._loss(info, self._context.progress())
+        return self._loss(info, self._context.progress(),
+                          with_summaries=self._context.should_summarize())

@@ -169,7 +169,7 @@ class RLAlgorithm(Algorithm):
         """Step the env ``unroll_length`` times per env.
 
         On-policy: returns time-major ``Experience [T, B]`` (rollout infos keep
-        their graph). Off-policy: stores each step via :meth:`observe_for_replay`
+        their graph). Off-policy: stores the unroll via :meth:`observe_for_replay`
         and returns None.
         """
         self.prepare()
@@ -179,15 +179,17 @@ class RLAlgorithm(Algorithm):
         if random_collect:
             batch = self._env.batch_size
             override = lambda _step: self._action_spec.sample((batch,))  # noqa: E731
-        store = None if self.on_policy else self.observe_for_replay
-        exps = self._unroller.unroll(self.rollout_step, unroll_length, store=store,
-                                     action_override=override)
+        experience = self._unroller.unroll(self.rollout_step, unroll_length,
+                                           action_override=override)
         self._context.env_steps += unroll_length * self._env.batch_size
-        return alf_nest.stack(exps) if exps else None
+        if self.on_policy:
+            return experience
+        self.observe_for_replay(experience)
+        return None
 
     def observe_for_replay(self, experience: Experience) -> None:
-        """Store one step ``[B]`` in the replay buffer."""
-        self._replay_buffer.add_batch(experience, experience.time_step.env_id)
+        """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""
+        self._replay_buffer.add_sequence(experience, experience.time_step.env_id[0])
 
     # -------------------------------------------------------------- training
     def train_iter(self) -> int:

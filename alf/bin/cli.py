@@ -5,6 +5,7 @@ line naming the problem and exits with status 2 -- no traceback unless
 ``--debug``. Ctrl-C exits with 130 after the command has cleaned up.
 """
 import logging
+import re
 import sys
 from typing import Callable, List, Optional
 
@@ -41,7 +42,7 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
     except UserError as e:
         if debug:
             raise
-        print(f"{program}: error: {e}", file=sys.stderr)
+        print(f"{program}: error: {user_message(e)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{program}: interrupted; state saved, all workers stopped.", file=sys.stderr)
@@ -52,6 +53,16 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
             raise
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def user_message(exc: BaseException) -> str:
+    """``exc``'s message without the "In call to configurable ..." lines gin appends
+    when an exception passes through a configurable (the message names the thing)."""
+    lines = [l for l in str(exc).splitlines() if not _GIN_CALL_LINE.match(l)]
+    return "\n".join(lines).strip()
+
+
+_GIN_CALL_LINE = re.compile(r"^\s*In call to configurable '")
 
 
 def silence_noisy_loggers() -> None:

@@ -53,6 +53,31 @@ class EpisodeMetrics:
             finished = rets
         return finished
 
+    def update_sequence(self, step_types: torch.Tensor, rewards: torch.Tensor) -> None:
+        """Account ``T`` consecutive steps at once: ``step_types`` ``[T, B]``, ``rewards``
+        ``[T, B, ...]``. Same result as ``T`` calls of :meth:`update`, ~10x cheaper
+        (one numpy conversion, then tiny numpy ops per step)."""
+        st = step_types.numpy()
+        rw = rewards.detach().to(torch.float64)
+        if rw.ndim > 2:
+            rw = rw.sum(dim=tuple(range(2, rw.ndim)))
+        rw = rw.numpy()
+        returns = self._returns.numpy()
+        lengths = self._lengths.numpy()
+        for t in range(st.shape[0]):
+            not_first = st[t] != StepType.FIRST
+            returns += rw[t] * not_first
+            lengths += not_first
+            last = st[t] == StepType.LAST
+            if last.any():
+                idx = last.nonzero()[0]
+                self._recent_returns.extend(returns[idx].tolist())
+                self._recent_lengths.extend(lengths[idx].tolist())
+                self.num_episodes += len(idx)
+                returns[idx] = 0.0
+                lengths[idx] = 0
+        self.num_env_steps += int(st.size)
+
     def average_return(self) -> float:
         """Mean return of the last ``buffer_size`` completed episodes (nan if none)."""
         return (sum(self._recent_returns) / len(self._recent_returns)

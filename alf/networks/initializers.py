@@ -7,7 +7,6 @@ hidden layers, ``0.01`` for the policy head (near-uniform initial policy),
 """
 import math
 
-import torch
 from torch import nn
 
 HIDDEN_GAIN = math.sqrt(2.0)

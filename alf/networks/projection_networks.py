@@ -15,6 +15,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import torch.distributions as td
 from torch import nn
 
@@ -142,7 +143,8 @@ class CategoricalProjectionNetwork(Network):
 
     def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[FastCategorical, Any]:
         """``inputs [B, input_size]`` -> (``FastCategorical`` with ``logits [B, n]``, state)."""
-        return FastCategorical(self._layer(inputs), self._offset), state
+        layer = self._layer
+        return FastCategorical(F.linear(inputs, layer.weight, layer.bias), self._offset), state
 
 
 @alf.configurable

@@ -128,6 +128,25 @@ class ReplayBuffer:
         self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + 1,
                                                   max=self._max_length)
 
+    def add_sequence(self, batch: Any, env_ids: Optional[torch.Tensor] = None) -> None:
+        """Append ``T`` consecutive steps per row at once: ``batch`` leaves are time-major
+        ``[T, B, ...]`` (as an unroll returns them), ``env_ids`` ``[B]`` distinct."""
+        T = alf_nest.flatten(batch)[0].shape[0]
+        if T > self._max_length:
+            raise ValueError(f"{self._name}: cannot add {T} steps to a buffer of length "
+                             f"{self._max_length}")
+        if env_ids is None:
+            env_ids = torch.arange(self._num_envs, device=self._device)
+        env_ids = env_ids.to(self._device, torch.int64)
+        pos = (self._current_pos[env_ids][None, :]
+               + torch.arange(T, device=self._device)[:, None]) % self._max_length  # [T, B]
+        rows = env_ids[None, :].expand(T, -1)
+        alf_nest.map_structure(lambda buf, x: buf.__setitem__((rows, pos), x.to(self._device)),
+                               self._storage, batch)
+        self._current_pos[env_ids] += T
+        self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + T,
+                                                  max=self._max_length)
+
     def clear(self, keep_last: bool = False) -> None:
         """Forget the stored items; with ``keep_last`` the newest step of each env stays
         (so the next unroll continues the sequence: whole-buffer PPO loses no transition)."""

@@ -54,25 +54,26 @@ class SyncUnroller:
             self._transformer_state = zeros_from_spec(self._transformer.state_spec, batch)
 
     def unroll(self, policy_step: Callable[[TimeStep, Any], AlgStep], unroll_length: int,
-               store: Optional[Callable[[Experience], None]] = None,
-               action_override: Optional[Callable[[AlgStep], Any]] = None) -> List[Experience]:
-        """Run ``unroll_length`` steps.
+               action_override: Optional[Callable[[AlgStep], Any]] = None) -> Experience:
+        """Run ``unroll_length`` steps and return time-major ``Experience [T, B]``.
 
         Args:
             policy_step: ``rollout_step`` (called with grad if the caller enables it).
-            store: if given, each step's Experience ``[B]`` is passed to it (replay);
-                otherwise the experiences are returned as a list (on-policy).
             action_override: optional ``fn(alg_step) -> action`` (random initial collection).
         Returns:
-            The list of per-step experiences when ``store`` is None, else ``[]``.
+            The stacked experience: the transformed time steps the algorithm saw,
+            its actions, rollout infos and the policy state *before* each step.
+            Metrics are updated once per unroll from the raw time steps.
         """
         self._ensure_started()
-        env, transformer, metrics = self._env, self._transformer, self._metrics
+        env, transformer = self._env, self._transformer
         ts, pstate, tstate = self._time_step, self._policy_state, self._transformer_state
         stateful = not alf_nest.is_empty(pstate)
         exps: List[Experience] = []
+        raw_step_types, raw_rewards = [], []
         for _ in range(unroll_length):
-            metrics.update(ts)
+            raw_step_types.append(ts.step_type)
+            raw_rewards.append(ts.reward)
             tts, tstate = transformer.transform_timestep(ts, tstate)
             if stateful:
                 pstate = reset_state_if_necessary(pstate, self._init_state_cache, tts.is_first())
@@ -81,18 +82,15 @@ class SyncUnroller:
             if action_override is not None:
                 action = action_override(alg_step)
                 alg_step = alg_step._replace(output=action)
-            exp = Experience(time_step=tts, action=action, rollout_info=alg_step.info,
-                             state=pstate if stateful else ())
-            if store is not None:
-                store(exp)
-            else:
-                exps.append(exp)
-            ts = env.step(alf_nest.map_structure(torch.Tensor.detach, action)
-                          if not isinstance(action, torch.Tensor) else action.detach())
+            exps.append(Experience(time_step=tts, action=action, rollout_info=alg_step.info,
+                                   state=pstate if stateful else ()))
+            ts = env.step(action.detach() if isinstance(action, torch.Tensor)
+                          else alf_nest.map_structure(torch.Tensor.detach, action))
             pstate = alg_step.state
         # States carried into the next unroll must not hold this unroll's graph.
         self._time_step, self._policy_state, self._transformer_state = ts, detach(pstate), detach(tstate)
-        return exps
+        self._metrics.update_sequence(torch.stack(raw_step_types), torch.stack(raw_rewards))
+        return alf_nest.stack(exps)
 
     def reset(self) -> None:
         """Forget the carried time step: the next unroll starts with ``env.reset()``."""

@@ -14,7 +14,8 @@ def element_wise_huber_loss(target: torch.Tensor, pred: torch.Tensor, delta: flo
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``x`` over entries where ``mask`` is nonzero (0 if none)."""
-    mask = mask.to(x.dtype)
+    if mask.dtype != x.dtype:
+        mask = mask.to(x.dtype)
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
@@ -23,5 +24,6 @@ def normalize_for_mean(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
     Lets a loss carry its validity mask through ``update_with_gradient``'s plain mean.
     """
-    mask = mask.to(loss.dtype)
-    return loss * mask * (mask.numel() / mask.sum().clamp(min=1.0))
+    if mask.dtype != loss.dtype:
+        mask = mask.to(loss.dtype)
+    return loss * (mask * (mask.numel() / mask.sum().clamp(min=1.0)))
