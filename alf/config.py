@@ -44,7 +44,7 @@ def resolve_conf_file(conf: str) -> str:
     for c in candidates:
         if os.path.isfile(c):
             return os.path.abspath(c)
-    examples = sorted(f for f in os.listdir(EXAMPLES_DIR) if f.endswith(".gin"))
+    examples = _example_files()
     close = difflib.get_close_matches(os.path.basename(conf), examples, n=3, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise ConfigError(
@@ -78,24 +78,48 @@ def _quiet_gin_file_probing():
         root.removeFilter(flt)
 
 
-def _friendly_gin_error(exc: Exception, source: str) -> ConfigError:
-    """Turn gin's multi-line error into one message with file, line and a hint."""
+def _error_location(exc: Exception, text: str, source: str) -> str:
+    """``"file, line N"`` for a gin error, from its message or attributes ('' if unknown)."""
+    m = re.search(r'In file "([^"]+)", line (\d+)', text)
+    if m:
+        return f"{m.group(1)}, line {m.group(2)}"
+    m = re.search(r"In bindings string line (\d+)", text)
+    if m:
+        return f"{source}, line {m.group(1)}"
+    if isinstance(exc, SyntaxError) and exc.lineno:  # gin's parser: filename/lineno set
+        return f"{exc.filename or source}, line {exc.lineno}"
+    loc = getattr(exc, "location", None)
+    if loc is not None and getattr(loc, "lineno", None):
+        return f"{getattr(loc, 'filename', None) or source}, line {loc.lineno}"
+    return ""
+
+
+def _friendly_gin_error(exc: Exception, source: str, single_line_source: bool = False) -> ConfigError:
+    """Turn gin's multi-line error into one line naming file, line and parameter, with a hint.
+
+    Args:
+        exc: what gin raised.
+        source: the file (or ``--conf_param ...``) being parsed, used when the
+            error itself does not say where it happened.
+        single_line_source: ``source`` is one binding (no line number needed).
+    """
     text = str(exc).strip()
     lines = [l.strip() for l in text.splitlines() if l.strip()]
-    location = ""
-    for l in lines:
-        m = re.search(r'In file "?([^",]+)"?, line (\d+)', l)
-        if m:
-            location = f"{m.group(1)}, line {m.group(2)}"
-            break
-    if not location and hasattr(exc, "location") and exc.location is not None:  # gin ParseError
-        loc = exc.location
-        location = f"{loc.filename or source}, line {loc.lineno}"
+    location = "" if single_line_source else _error_location(exc, text, source)
     head = lines[0] if lines else type(exc).__name__
     hint = ""
-    m = re.search(r"No configurable matching '([^']+)'", text)
+    if isinstance(exc, SyntaxError):
+        head = re.sub(r"\s*\([^()]*line \d+\)$", "", head)  # we name the location ourselves
+        head = f"syntax error: {head}"
+    m = re.match(r"\('([^']*)', \((\d+), \d+\)\)$", text)  # tokenize.TokenError
     if m:
-        close = difflib.get_close_matches(m.group(1).split(".")[-1], _known_configurables(), n=3)
+        head = (f"syntax error: {m.group(1).replace('EOF', 'end of file')} "
+                "(an unclosed bracket or quote?)")
+    m = re.search(r"No configurable matching (reference )?'@?([^'(]+)", text)
+    if m:
+        kind = "reference" if m.group(1) else "configurable"
+        head = f"unknown {kind} '{m.group(2)}'"
+        close = difflib.get_close_matches(m.group(2).split(".")[-1], _known_configurables(), n=3)
         if close:
             hint = f" Did you mean: {', '.join(close)}?"
     m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", text)
@@ -104,8 +128,20 @@ def _friendly_gin_error(exc: Exception, source: str) -> ConfigError:
         close = difflib.get_close_matches(m.group(2), params, n=3)
         hint = (f" Did you mean: {', '.join(close)}?" if close else
                 (f" Valid parameters: {', '.join(params)}." if params else ""))
-    where = f" ({location})" if location else f" ({source})"
-    return ConfigError(f"Config error{where}: {head}{hint}")
+    m = re.search(r"Unable to open file: (.+?)\. Searched config paths: (\[.*?\])", text)
+    if m:
+        wanted = m.group(1)
+        head = f"included file '{wanted}' not found (searched {m.group(2)})"
+        close = difflib.get_close_matches(os.path.basename(wanted), _example_files(), n=3, cutoff=0.5)
+        if close:
+            hint = f" Did you mean: {', '.join(close)}?"
+    return ConfigError(f"Config error ({location or source}): {head}.{hint}"
+                       if not head.endswith((".", "?")) else
+                       f"Config error ({location or source}): {head}{hint}")
+
+
+def _example_files() -> List[str]:
+    return sorted(f for f in os.listdir(EXAMPLES_DIR) if f.endswith(".gin"))
 
 
 def _configurable_params(name: str) -> List[str]:
@@ -149,16 +185,14 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
                 gin.parse_config_file(conf_file)
             if config_text is not None:
                 gin.parse_config(config_text)
-    except (IOError, OSError) as e:
-        raise ConfigError(f"Config error ({source}): {e}") from None
-    except Exception as e:  # noqa: BLE001 - gin raises many types
+    except Exception as e:  # noqa: BLE001 - gin raises many types (IOError for includes)
         raise _friendly_gin_error(e, source) from None
-    for i, param in enumerate(conf_params):
+    for param in conf_params:
         try:
-            gin.parse_config(param)
+            with _quiet_gin_file_probing():
+                gin.parse_config(param)
         except Exception as e:  # noqa: BLE001
-            err = _friendly_gin_error(e, f"--conf_param #{i + 1} '{param}'")
-            raise ConfigError(str(err).replace("(<unknown>, line 1)", f"(--conf_param '{param}')")) from None
+            raise _friendly_gin_error(e, f"--conf_param '{param}'", single_line_source=True) from None
 
 
 def config_text() -> str:

@@ -43,11 +43,11 @@ def map_structure(fn: Callable, *nests: Nest) -> Nest:
 
 
 def map_structure_with_path(fn: Callable, *nests: Nest) -> Nest:
-    """Like :func:`map_structure` but ``fn(path_string, *leaves)``."""
-    accessors, _, treespec = optree.tree_flatten_with_accessor(nests[0], none_is_leaf=_NONE_IS_LEAF)
-    columns = [optree.tree_leaves(n, none_is_leaf=_NONE_IS_LEAF) for n in nests]
-    out = [fn(_path_string(a), *xs) for a, *xs in zip(accessors, *columns)]
-    return optree.tree_unflatten(treespec, out)
+    """Like :func:`map_structure` but ``fn(path_string, *leaves)``.
+
+    Raises ``ValueError`` if the nests' structures differ (as :func:`map_structure`)."""
+    return optree.tree_map_with_accessor(lambda a, *xs: fn(_path_string(a), *xs), *nests,
+                                         none_is_leaf=_NONE_IS_LEAF)
 
 
 def pack_sequence_as(structure: Nest, leaves: List[Any]) -> Nest:
@@ -74,6 +74,6 @@ def stack(nests: List[Nest], dim: int = 0) -> Nest:
     import torch
     if not nests:
         raise ValueError("stack() needs at least one nest")
-    treespec = optree.tree_structure(nests[0], none_is_leaf=_NONE_IS_LEAF)
-    columns = zip(*[optree.tree_leaves(n, none_is_leaf=_NONE_IS_LEAF) for n in nests])
-    return optree.tree_unflatten(treespec, [torch.stack(c, dim) for c in columns])
+    # tree_map checks that every nest has the first one's structure (a plain zip of
+    # leaves would silently pair up leaves of differently-structured nests).
+    return optree.tree_map(lambda *c: torch.stack(c, dim), *nests, none_is_leaf=_NONE_IS_LEAF)

@@ -7,6 +7,7 @@ import alf
 from alf.algorithms.actor_critic_loss import ActorCriticLoss
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, LossInfo, TimeStep
+from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import TensorSpec
 from alf.utils import dist_utils
@@ -56,6 +57,10 @@ class ActorCriticAlgorithm(RLAlgorithm):
         super().__init__(observation_spec, action_spec, reward_spec, env=env, config=config,
                          context=context, optimizer=optimizer, train_state_spec=state_spec,
                          debug_summaries=debug_summaries, name=name)
+        if self.on_policy and config is not None and config.unroll_length < 2:
+            raise ConfigError(f"{type(self).__name__} is on-policy and needs TrainerConfig."
+                              f"unroll_length >= 2 (the last step of an unroll only provides the "
+                              f"bootstrap value), got {config.unroll_length}")
         self._actor_network = actor_network
         self._value_network = value_network
         self._loss = loss_ctor()

@@ -79,14 +79,20 @@ class Algorithm(nn.Module):
     def predict_state_spec(self) -> Any:
         return self._predict_state_spec
 
+    @property
+    def device(self) -> torch.device:
+        """Device of the parameters (CPU for a parameter-free algorithm)."""
+        p = next(self.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
     def get_initial_train_state(self, batch_size: int) -> Any:
-        return zeros_from_spec(self._train_state_spec, batch_size)
+        return zeros_from_spec(self._train_state_spec, batch_size, device=self.device)
 
     def get_initial_rollout_state(self, batch_size: int) -> Any:
-        return zeros_from_spec(self._rollout_state_spec, batch_size)
+        return zeros_from_spec(self._rollout_state_spec, batch_size, device=self.device)
 
     def get_initial_predict_state(self, batch_size: int) -> Any:
-        return zeros_from_spec(self._predict_state_spec, batch_size)
+        return zeros_from_spec(self._predict_state_spec, batch_size, device=self.device)
 
     # ------------------------------------------------------------------ hooks
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:

@@ -139,13 +139,13 @@ class RLAlgorithm(Algorithm):
         buffer_size = self._config.metric_buffer_size if self._config is not None else 20
         self.__dict__["_unroller"] = SyncUnroller(
             self._env, self._data_transformer, EpisodeMetrics(self._env.batch_size, buffer_size),
-            self.get_initial_rollout_state)
+            self.get_initial_rollout_state, device=self.device)
         if not self.on_policy:
             self._build_replay_buffer()
 
     def _build_replay_buffer(self) -> None:
         batch = self._env.batch_size
-        ts = zeros_from_spec(self._time_step_spec(), batch)
+        ts = zeros_from_spec(self._time_step_spec(), batch, device=self.device)
         with torch.no_grad():
             alg_step = self.rollout_step(ts, self.get_initial_rollout_state(batch))
         exp = Experience(time_step=ts, action=alg_step.output, rollout_info=alg_step.info,
@@ -159,7 +159,8 @@ class RLAlgorithm(Algorithm):
             else:
                 raise ConfigError(f"{type(self).__name__} is off-policy: set "
                                   "TrainerConfig.replay_buffer_length")
-        self.__dict__["_replay_buffer"] = ReplayBuffer(extract_spec(exp, 1), batch, length)
+        self.__dict__["_replay_buffer"] = ReplayBuffer(extract_spec(exp, 1), batch, length,
+                                                       device=self.device)
 
     def _unroll_length(self) -> float:
         return self._config.unroll_length if self._config is not None else 8
@@ -178,7 +179,8 @@ class RLAlgorithm(Algorithm):
         override = None
         if random_collect:
             batch = self._env.batch_size
-            override = lambda _step: self._action_spec.sample((batch,))  # noqa: E731
+            device = self.device
+            override = lambda _step: self._action_spec.sample((batch,)).to(device)  # noqa: E731
         experience = self._unroller.unroll(self.rollout_step, unroll_length,
                                            action_override=override)
         self._context.env_steps += unroll_length * self._env.batch_size
@@ -230,7 +232,10 @@ class RLAlgorithm(Algorithm):
         mb_size = cfg.mini_batch_size if cfg is not None else None
         mb_length = cfg.mini_batch_length if cfg is not None else 1
         loss_info, info, experience = None, None, None
-        if self._regime("whole_replay_buffer_training"):
+        whole, sizes = self._regime("whole_replay_buffer_training"), self._replay_buffer.current_size()
+        if int(sizes.min() if whole else sizes.max()) < (2 if whole else mb_length):
+            return None  # too little data yet (first iterations of a short/fractional unroll)
+        if whole:
             experience = self.preprocess_experience(self._replay_buffer.gather_all())
             for _ in range(num_updates):
                 for batch in whole_buffer_mini_batches(experience, mb_size, mb_length):

@@ -198,19 +198,40 @@ class ReplayBuffer:
 
     # ---------------------------------------------------------- checkpointing
     def state_dict(self) -> dict:
-        """Storage and counters (tensors only; no pickled objects)."""
-        return {"storage": alf_nest.flatten(self._storage), "current_pos": self._current_pos,
-                "current_size": self._current_size}
+        """Storage, counters and field names (tensors, strings and lists only; no pickled
+        objects). The tensors are the live storage, not copies (as ``nn.Module.state_dict``)."""
+        paths_and_leaves = alf_nest.flatten_with_paths(self._storage)
+        return {"storage": [leaf for _, leaf in paths_and_leaves],
+                "fields": [path for path, _ in paths_and_leaves],
+                "current_pos": self._current_pos, "current_size": self._current_size}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`; a saved buffer whose fields, shapes or dtypes differ
+        from this buffer's spec raises :class:`UserError` naming the field."""
         leaves = state["storage"]
-        mine = alf_nest.flatten(self._storage)
+        mine = alf_nest.flatten_with_paths(self._storage)
+        my_fields = [path for path, _ in mine]
+        saved_fields = state.get("fields")  # absent in buffers saved before fields were recorded
+        if saved_fields is not None and list(saved_fields) != my_fields:
+            missing = [f for f in my_fields if f not in saved_fields]
+            extra = [f for f in saved_fields if f not in my_fields]
+            what = "; ".join(x for x in (
+                f"missing field(s) {', '.join(repr(f) for f in missing)}" if missing else "",
+                f"unexpected field(s) {', '.join(repr(f) for f in extra)}" if extra else "")
+                if x) or "fields in a different order"
+            raise UserError(f"{self._name}: the saved buffer does not match this buffer's spec: "
+                            f"{what}")
         if len(leaves) != len(mine):
             raise UserError(f"{self._name}: saved buffer has {len(leaves)} fields, expected {len(mine)}")
-        for (path, dst), src in zip(alf_nest.flatten_with_paths(self._storage), leaves):
+        dims = tuple(leaves[0].shape[:2]) if leaves else (self._num_envs, self._max_length)
+        if dims != (self._num_envs, self._max_length):
+            raise UserError(f"{self._name}: the saved buffer holds {dims[0]} envs x {dims[1]} "
+                            f"steps but this one {self._num_envs} envs x {self._max_length} steps")
+        for (path, dst), src in zip(mine, leaves):  # check everything before copying anything
             if dst.shape != src.shape or dst.dtype != src.dtype:
                 raise UserError(f"{self._name}: field '{path}' is {tuple(src.shape)} {src.dtype} in "
                                 f"the saved buffer but {tuple(dst.shape)} {dst.dtype} here")
+        for (_, dst), src in zip(mine, leaves):
             dst.copy_(src)
         self._current_pos.copy_(state["current_pos"])
         self._current_size.copy_(state["current_size"])

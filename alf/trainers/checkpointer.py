@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from alf.errors import CheckpointError
+
 FORMAT_VERSION = 1
 _PATTERN = re.compile(r"ckpt-(\d+)\.pt$")
 
@@ -63,15 +65,22 @@ class Checkpointer:
 
         A checkpoint that cannot be read (truncated, corrupt, wrong format) is
         skipped with a warning naming it, and the previous one is tried.
+
+        Raises:
+            CheckpointError: there are checkpoint files but none is readable (starting
+                over would silently discard the run, and keep-last-N pruning would
+                then delete the new checkpoints before the bad newer-numbered ones).
         """
-        for iteration, path in self.list_checkpoints():
+        checkpoints = self.list_checkpoints()
+        for iteration, path in checkpoints:
             try:
                 state = torch.load(path, map_location="cpu", weights_only=True)
                 if not isinstance(state, dict) or not state.get("complete"):
                     raise ValueError("not a complete alf checkpoint")
             except Exception as e:  # noqa: BLE001 - any read failure means "skip this one"
+                reason = (str(e).strip().splitlines() or ["empty or truncated file"])[0][:200]
                 logging.warning("Checkpoint %s is unreadable (%s: %s); falling back to the "
-                                "previous one", path, type(e).__name__, str(e).splitlines()[0][:200])
+                                "previous one", path, type(e).__name__, reason)
                 continue
             rb_path = os.path.join(self._dir, f"replay_buffer-{iteration:010d}.pt")
             rb_state = None
@@ -82,15 +91,27 @@ class Checkpointer:
                     logging.warning("Replay buffer file %s is unreadable (%s); continuing with an "
                                     "empty buffer", rb_path, type(e).__name__)
             return iteration, state, rb_state
+        if checkpoints:
+            raise CheckpointError(
+                f"None of the {len(checkpoints)} checkpoint(s) in {self._dir} is readable (see the "
+                "warnings above); move them away to start this run over")
         return None
 
     def _prune(self) -> None:
-        for iteration, path in self.list_checkpoints()[self._keep:]:
-            for p in (path, os.path.join(self._dir, f"replay_buffer-{iteration:010d}.pt")):
-                try:
-                    os.remove(p)
-                except FileNotFoundError:
-                    pass
+        """Keep the newest ``num_checkpoints``; also drop ``*.tmp`` left by a killed writer."""
+        doomed = [p for _, path in self.list_checkpoints()[self._keep:]
+                  for p in (path, _replay_buffer_path(path))]
+        doomed += glob.glob(os.path.join(self._dir, "*.pt.tmp"))
+        for p in doomed:
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+
+
+def _replay_buffer_path(ckpt_path: str) -> str:
+    d, name = os.path.split(ckpt_path)
+    return os.path.join(d, "replay_buffer-" + name[len("ckpt-"):])
 
 
 def _atomic_save(obj: Any, path: str) -> None:

@@ -4,6 +4,8 @@ from typing import List, Tuple
 
 import torch
 
+from alf import nest as alf_nest
+
 from alf.data_structures import StepType
 from alf.tensor_specs import zeros_from_spec
 from alf.utils.tensor_utils import reset_state_if_necessary
@@ -26,23 +28,27 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
     was_training = data_transformer.training
     data_transformer.eval()
     try:
-        ts = env.reset()
+        device = algorithm.device
+        to_device = (lambda n: n) if device.type == "cpu" else (
+            lambda n: alf_nest.map_structure(lambda x: x.to(device), n))
+        ts = to_device(env.reset())
         init_state = algorithm.get_initial_predict_state(batch)
         state = init_state
-        tstate = zeros_from_spec(data_transformer.state_spec, batch)
+        tstate = zeros_from_spec(data_transformer.state_spec, batch, device=device)
         returns = torch.zeros(batch, dtype=torch.float64)
         lengths = torch.zeros(batch, dtype=torch.int64)
         action_spec = algorithm.action_spec
         for _ in range(max_steps):
-            first = ts.step_type == StepType.FIRST
-            returns += torch.where(first, 0.0, ts.reward.to(torch.float64).reshape(batch, -1).sum(1))
+            step_type, reward = ts.step_type.cpu(), ts.reward.cpu()
+            first = step_type == StepType.FIRST
+            returns += torch.where(first, 0.0, reward.to(torch.float64).reshape(batch, -1).sum(1))
             lengths += (~first).to(torch.int64)
-            for i in (ts.step_type == StepType.LAST).nonzero().flatten().tolist():
+            for i in (step_type == StepType.LAST).nonzero().flatten().tolist():
                 if done_per_env[i] < quota and len(results) < num_episodes:
                     results.append((float(returns[i]), int(lengths[i])))
                 done_per_env[i] += 1
-            returns[ts.step_type == StepType.LAST] = 0.0
-            lengths[ts.step_type == StepType.LAST] = 0
+            returns[step_type == StepType.LAST] = 0.0
+            lengths[step_type == StepType.LAST] = 0
             if len(results) >= num_episodes:
                 break
             tts, tstate = data_transformer.transform_timestep(ts, tstate)
@@ -50,12 +56,12 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
             step = algorithm.predict_step(tts, state)
             action = step.output
             if epsilon_greedy > 0:
-                random_action = action_spec.sample((batch,))
-                mask = torch.rand(batch) < epsilon_greedy
+                random_action = action_spec.sample((batch,)).to(action.device)
+                mask = torch.rand(batch, device=action.device) < epsilon_greedy
                 action = torch.where(mask.reshape((batch,) + (1,) * (action.ndim - 1)),
                                      random_action.to(action.dtype), action)
             state = step.state
-            ts = env.step(action)
+            ts = to_device(env.step(action))
     finally:
         data_transformer.train(was_training)
     return results

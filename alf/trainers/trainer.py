@@ -5,14 +5,18 @@ Construction does no I/O in ``root_dir`` (so a bad config writes nothing);
 :meth:`Trainer.run` creates the directory, writes the config, restores the
 newest valid checkpoint and trains until ``num_iterations`` /
 ``num_env_steps``. Ctrl-C saves a checkpoint, closes every env (reaping child
-processes) and re-raises ``KeyboardInterrupt`` for the command to exit.
+processes) and re-raises ``KeyboardInterrupt`` for the command to exit. The
+first Ctrl-C lets the current iteration finish (so the checkpoint is taken at an
+iteration boundary); a second one stops at once.
 """
 import csv
 import logging
 import math
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from typing import Any, Optional
 
@@ -65,6 +69,7 @@ class Trainer:
                 action_spec=self._env.action_spec(), reward_spec=self._env.reward_spec(),
                 env=self._env, config=config, context=self._context)
             self._algorithm.set_data_transformer(self._transformer)
+            self._algorithm.to(config.device)
             self._algorithm.prepare()
             if config.evaluate:
                 self._eval_env = create_environment(
@@ -76,6 +81,7 @@ class Trainer:
         self._checkpointer = Checkpointer(os.path.join(self._root_dir, "train"),
                                           config.num_checkpoints)
         self._writer = None
+        self._saved_iteration: Optional[int] = None  # iteration of the newest checkpoint
 
     @property
     def algorithm(self):
@@ -100,6 +106,7 @@ class Trainer:
         rb = self._algorithm.replay_buffer
         rb_state = rb.state_dict() if (rb is not None and self._config.save_replay_buffer) else None
         path = self._checkpointer.save(self._context.iteration, self._training_state(), rb_state)
+        self._saved_iteration = self._context.iteration
         logging.info("Saved checkpoint %s", path)
         return path
 
@@ -116,6 +123,7 @@ class Trainer:
             self._algorithm.metrics.load_state_dict(state["metrics"])
         if rb_state is not None and self._algorithm.replay_buffer is not None:
             self._algorithm.replay_buffer.load_state_dict(rb_state)
+        self._saved_iteration = iteration
         logging.info("Resumed from iteration %d (%d env steps)", iteration, self._context.env_steps)
         return True
 
@@ -138,15 +146,20 @@ class Trainer:
         self._writer = SummaryWriter(self._root_dir,
                                      purge_step=self._context.iteration if resumed else None)
         self._context.summary_writer = self._writer
-        saved_at = self._context.iteration
+        if resumed and self._done():
+            self._print_line(f"[alf] {self._root_dir} is already complete (iteration "
+                             f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
+                             "raise TrainerConfig.num_iterations / num_env_steps to continue")
         try:
-            self._loop()
+            with _DeferredInterrupt() as interrupt:
+                self._loop(interrupt)
         except KeyboardInterrupt:
             self._print_line("Interrupted: saving checkpoint ...")
             raise
         finally:
             try:
-                if self._context.iteration != saved_at or not resumed:
+                # not again if this iteration was just saved (or restored and not advanced)
+                if self._context.iteration != self._saved_iteration:
                     self.save_checkpoint()
             finally:
                 self._write_operative_config()
@@ -161,7 +174,7 @@ class Trainer:
             with open(os.path.join(self._root_dir, "operative_config.gin"), "w") as f:
                 f.write(text)
 
-    def _loop(self) -> None:
+    def _loop(self, interrupt: "_DeferredInterrupt") -> None:
         cfg, ctx, alg = self._config, self._context, self._algorithm
         csv_path = os.path.join(self._root_dir, PROGRESS_FILE)
         new_csv = not os.path.exists(csv_path)
@@ -171,7 +184,7 @@ class Trainer:
             writer.writerow(["iteration", "env_steps", "wall_time_s", "average_return",
                              "average_episode_length", "num_episodes", "fps"])
         start = time.perf_counter()
-        last_print = last_row = start
+        last_print = start
         steps_at_start = ctx.env_steps
         iter_seconds = 0.0
         ctx.unroll_seconds = 0.0
@@ -191,8 +204,10 @@ class Trainer:
                 if ctx.iteration % cfg.checkpoint_interval == 0:
                     self.save_checkpoint()
                 done = self._done()
-                if now - last_row >= 0.25 or done:
-                    last_row = now
+                # rows at summary intervals (not wall-clock ones) so that the file is
+                # identical between two runs with the same seed
+                if (ctx.iteration % cfg.summary_interval == 0 or done or
+                        (cfg.summarize_first_interval and ctx.iteration == 1)):
                     writer.writerow([ctx.iteration, ctx.env_steps, f"{now - start:.3f}",
                                      _fmt(metrics.average_return()), _fmt(metrics.average_length()),
                                      metrics.num_episodes, f"{fps:.1f}"])
@@ -200,6 +215,8 @@ class Trainer:
                 if not self._quiet and (now - last_print >= cfg.progress_interval_seconds or done):
                     last_print = now
                     self._print_progress(metrics, fps, now - start)
+                if interrupt.requested:
+                    raise KeyboardInterrupt
         finally:
             csv_file.close()
 
@@ -255,6 +272,41 @@ class Trainer:
         if getattr(self, "_writer", None) is not None:
             self._writer.close()
             self._writer = None
+
+
+class _DeferredInterrupt:
+    """While active (main thread only), the first SIGINT only sets ``requested``: the
+    loop finishes the current iteration and stops at its boundary. A second SIGINT
+    raises ``KeyboardInterrupt`` at once. The previous handler is restored on exit."""
+
+    def __init__(self):
+        self.requested = False
+        self._installed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> "_DeferredInterrupt":
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._previous = signal.signal(signal.SIGINT, self._handle)
+                self._installed = True
+            except (ValueError, OSError):  # e.g. embedded interpreters
+                pass
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        try:  # os.write: print() from a signal handler can hit a reentrant-write error
+            os.write(sys.stderr.fileno(), b"\nCtrl-C: finishing the current iteration, then "
+                     b"saving (press Ctrl-C again to stop now)\n")
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __exit__(self, *exc) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None
+                          else signal.default_int_handler)
 
 
 def _fmt(x: float) -> str:

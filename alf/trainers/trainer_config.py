@@ -52,6 +52,8 @@ class TrainerConfig:
             networks are fastest with 1.
         metric_buffer_size: episodes averaged for AverageReturn / AverageEpisodeLength.
         save_replay_buffer: also checkpoint the replay buffer (a separate file).
+        device: where the algorithm, its states and the replay buffer live ("cpu",
+            "cuda", "cuda:1"); envs always step on the CPU.
     """
 
     def __init__(self,
@@ -93,7 +95,8 @@ class TrainerConfig:
                  progress_interval_seconds: float = 5.0,
                  num_threads: Optional[int] = None,
                  metric_buffer_size: int = 20,
-                 save_replay_buffer: bool = False):
+                 save_replay_buffer: bool = False,
+                 device: str = "cpu"):
         self.algorithm_ctor = algorithm_ctor
         self.data_transformer_ctor = data_transformer_ctor
         self.random_seed = random_seed
@@ -133,6 +136,7 @@ class TrainerConfig:
         self.num_threads = num_threads
         self.metric_buffer_size = int(metric_buffer_size)
         self.save_replay_buffer = save_replay_buffer
+        self.device = device
         self.validate()
 
     def validate(self) -> None:
@@ -158,6 +162,14 @@ class TrainerConfig:
             raise ConfigError("TrainerConfig.num_checkpoints must be >= 1")
         if not 0.0 <= self.epsilon_greedy <= 1.0:
             raise ConfigError("TrainerConfig.epsilon_greedy must be in [0, 1]")
+        try:
+            import torch
+            dev = torch.device(self.device)
+        except (RuntimeError, TypeError) as e:
+            raise ConfigError(f"TrainerConfig.device='{self.device}' is not a device: {e}") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(f"TrainerConfig.device='{self.device}' but CUDA is not available "
+                              "on this machine; use 'cpu'")
         if self.async_unroll:
             raise ConfigError("TrainerConfig.async_unroll=True is not available yet in this "
                               "version; set it to False (synchronous unroll)")

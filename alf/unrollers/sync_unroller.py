@@ -27,7 +27,7 @@ class SyncUnroller:
     """
 
     def __init__(self, env, data_transformer, metrics: EpisodeMetrics,
-                 initial_policy_state: Callable[[int], Any]):
+                 initial_policy_state: Callable[[int], Any], device: Any = "cpu"):
         self._env = env
         self._transformer = data_transformer
         self._metrics = metrics
@@ -36,6 +36,10 @@ class SyncUnroller:
         self._policy_state: Any = None
         self._transformer_state: Any = None
         self._init_state_cache: Any = None
+        device = torch.device(device)
+        # Env tensors are CPU; move them once per step when the policy lives elsewhere.
+        self._to_device = None if device.type == "cpu" else (
+            lambda nest: alf_nest.map_structure(lambda x: x.to(device, non_blocking=True), nest))
 
     @property
     def env(self):
@@ -49,9 +53,13 @@ class SyncUnroller:
         if self._time_step is None:
             batch = self._env.batch_size
             self._time_step = self._env.reset()
+            if self._to_device is not None:
+                self._time_step = self._to_device(self._time_step)
             self._init_state_cache = self._initial_policy_state(batch)
             self._policy_state = self._init_state_cache
-            self._transformer_state = zeros_from_spec(self._transformer.state_spec, batch)
+            device = alf_nest.flatten(self._time_step)[0].device
+            self._transformer_state = zeros_from_spec(self._transformer.state_spec, batch,
+                                                      device=device)
 
     def unroll(self, policy_step: Callable[[TimeStep, Any], AlgStep], unroll_length: int,
                action_override: Optional[Callable[[AlgStep], Any]] = None) -> Experience:
@@ -86,10 +94,13 @@ class SyncUnroller:
                                    state=pstate if stateful else ()))
             ts = env.step(action.detach() if isinstance(action, torch.Tensor)
                           else alf_nest.map_structure(torch.Tensor.detach, action))
+            if self._to_device is not None:
+                ts = self._to_device(ts)
             pstate = alg_step.state
         # States carried into the next unroll must not hold this unroll's graph.
         self._time_step, self._policy_state, self._transformer_state = ts, detach(pstate), detach(tstate)
-        self._metrics.update_sequence(torch.stack(raw_step_types), torch.stack(raw_rewards))
+        self._metrics.update_sequence(torch.stack(raw_step_types).cpu(),
+                                      torch.stack(raw_rewards).cpu())
         return alf_nest.stack(exps)
 
     def reset(self) -> None:

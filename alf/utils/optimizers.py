@@ -6,6 +6,7 @@ parsed before any network exists. So ``@alf.optimizers.Adam()`` in gin builds an
 its networks exist. The factory also carries what torch optimizers do not:
 global-norm gradient clipping and a learning-rate schedule.
 """
+import inspect
 from typing import Any, Dict, Iterable, Optional, Type
 
 import gin
@@ -33,9 +34,13 @@ class OptimizerFactory:
                 f"gradient_clipping={self.gradient_clipping}, {self.kwargs})")
 
 
-def _fast_kwargs() -> Dict[str, Any]:
-    # foreach kernels cut the per-parameter Python loop; measured faster on CPU for small nets.
-    return {"fused": True}
+def _fast_kwargs(optimizer_cls: Type[torch.optim.Optimizer]) -> Dict[str, Any]:
+    # Fused (else foreach) kernels cut the per-parameter Python loop; measured faster on CPU
+    # for small nets. Not every optimizer has a fused kernel (RMSprop has none).
+    params = inspect.signature(optimizer_cls.__init__).parameters
+    if "fused" in params:
+        return {"fused": True}
+    return {"foreach": True} if "foreach" in params else {}
 
 
 @gin.configurable(module="alf.optimizers")
@@ -43,7 +48,8 @@ def Adam(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_
          gradient_clipping: Optional[float] = None, amsgrad: bool = False) -> OptimizerFactory:
     """Adam; ``lr`` may be a schedule of training progress; ``gradient_clipping`` is a global norm."""
     return OptimizerFactory(torch.optim.Adam, lr, gradient_clipping, betas=tuple(betas), eps=eps,
-                            weight_decay=weight_decay, amsgrad=amsgrad, **_fast_kwargs())
+                            weight_decay=weight_decay, amsgrad=amsgrad,
+                            **_fast_kwargs(torch.optim.Adam))
 
 
 @gin.configurable(module="alf.optimizers")
@@ -51,7 +57,7 @@ def AdamW(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight
           gradient_clipping: Optional[float] = None) -> OptimizerFactory:
     """AdamW (decoupled weight decay)."""
     return OptimizerFactory(torch.optim.AdamW, lr, gradient_clipping, betas=tuple(betas), eps=eps,
-                            weight_decay=weight_decay, **_fast_kwargs())
+                            weight_decay=weight_decay, **_fast_kwargs(torch.optim.AdamW))
 
 
 @gin.configurable(module="alf.optimizers")
@@ -59,7 +65,7 @@ def RMSprop(lr: ScheduleLike = 7e-4, alpha: float = 0.99, eps: float = 1e-5, mom
             gradient_clipping: Optional[float] = None) -> OptimizerFactory:
     """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5)."""
     return OptimizerFactory(torch.optim.RMSprop, lr, gradient_clipping, alpha=alpha, eps=eps,
-                            momentum=momentum, **_fast_kwargs())
+                            momentum=momentum, **_fast_kwargs(torch.optim.RMSprop))
 
 
 @gin.configurable(module="alf.optimizers")
@@ -67,4 +73,4 @@ def SGD(lr: ScheduleLike = 1e-2, momentum: float = 0.0, gradient_clipping: Optio
         ) -> OptimizerFactory:
     """Plain SGD with optional momentum."""
     return OptimizerFactory(torch.optim.SGD, lr, gradient_clipping, momentum=momentum,
-                            **_fast_kwargs())
+                            **_fast_kwargs(torch.optim.SGD))

@@ -4,6 +4,7 @@ A schedule is a callable ``schedule(progress) -> float`` with ``progress`` in
 [0, 1] taken from :class:`alf.utils.run_context.RunContext`. Plain numbers are
 accepted everywhere a schedule is and mean "constant".
 """
+import numbers
 from typing import Callable, Union
 
 import alf
@@ -70,7 +71,7 @@ ScheduleLike = Union[float, int, Callable[[float], float]]
 
 def as_schedule(value: ScheduleLike) -> Callable[[float], float]:
     """Wrap numbers as :class:`ConstantSchedule`; return callables unchanged."""
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # includes numpy scalars (e.g. from np.linspace)
         return ConstantSchedule(value)
     if callable(value):
         return value

@@ -1,0 +1,107 @@
+"""Sync-unroll overhead: alf's unroll of a tiny MLP policy vs. the raw vector env.
+
+    python bench/unroll_overhead.py [--backend vector] [--steps 20000]
+
+Measures, on 8 CartPole-v1 envs (same backend for every line):
+  1. raw gymnasium vector env stepped with pre-sampled random actions (numpy);
+  2. the alf environment (TimeStep conversion) stepped with random actions;
+  3. alf's sync unroll (``RLAlgorithm.unroll``: transformer, ``rollout_step``
+     of a PPO policy with a tiny MLP, experience stacking, metrics, replay write).
+Reports env steps per second and the ratio unroll / raw (target >= 0.8).
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+
+def rate(fn, n: int, batch: int) -> float:
+    for _ in range(min(200, n // 10)):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return n * batch / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", default="vector", choices=["vector", "sync", "async"])
+    p.add_argument("--steps", type=int, default=20000, help="batched steps per measurement")
+    p.add_argument("--hidden", type=int, nargs="*", default=[32], help="MLP hidden sizes")
+    p.add_argument("--num_envs", type=int, default=8)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    import gymnasium as gym
+    import alf
+    from alf import config as alf_config
+    from alf.environments import create_environment
+    from alf.trainers.trainer_config import TrainerConfig
+    from alf.algorithms.ppo_algorithm import PPOAlgorithm
+    from alf.utils.run_context import RunContext
+
+    B = args.num_envs
+    mode = {"vector": "vector_entry_point", "sync": "sync", "async": "async"}[args.backend]
+    genv = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode=mode)
+    genv.reset(seed=0)
+    actions = np.random.randint(0, 2, size=(4096, B))
+    i = [0]
+
+    def raw_step():
+        genv.step(actions[i[0] & 4095])
+        i[0] += 1
+
+    raw = rate(raw_step, args.steps, B)
+    genv.close()
+
+    env = create_environment("CartPole-v1", num_parallel_environments=B, backend=args.backend, seed=0)
+    env.reset()
+    spec = env.action_spec()
+    acts = [spec.sample((B,)) for _ in range(256)]
+    j = [0]
+
+    def alf_env_step():
+        env.step(acts[j[0] & 255])
+        j[0] += 1
+
+    alf_env = rate(alf_env_step, args.steps, B)
+
+    hidden = tuple(args.hidden)
+    alf_config.parse_config(config_text=(
+        "TrainerConfig.algorithm_ctor = @PPOAlgorithm\nTrainerConfig.num_iterations = 1\n"
+        "TrainerConfig.unroll_length = 100\nTrainerConfig.replay_buffer_length = 101\n"
+        f"ActorDistributionNetwork.fc_layer_params = {hidden}\n"
+        f"ValueNetwork.fc_layer_params = {hidden}\n"))
+    config = TrainerConfig()
+    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                       context=RunContext())
+    alg.prepare()
+    rb = alg.replay_buffer
+
+    def unroll():
+        with torch.no_grad():
+            alg.unroll(100)
+        rb.clear(keep_last=True)
+
+    unroll_rate = rate(unroll, max(10, args.steps // 100), B * 100)
+    env.close()
+    result = {"backend": args.backend, "num_envs": B, "hidden": list(hidden),
+              "raw_gym_steps_per_s": raw, "alf_env_steps_per_s": alf_env,
+              "alf_unroll_steps_per_s": unroll_rate, "unroll_over_raw": unroll_rate / raw,
+              "unroll_over_alf_env": unroll_rate / alf_env}
+    print(f"backend={args.backend} envs={B} policy MLP {hidden}")
+    print(f"  raw gymnasium vector env, random actions : {raw:12,.0f} env steps/s")
+    print(f"  alf env (TimeStep), random actions       : {alf_env:12,.0f} env steps/s")
+    print(f"  alf sync unroll, PPO policy              : {unroll_rate:12,.0f} env steps/s")
+    print(f"  unroll / raw = {unroll_rate / raw:.2f}   unroll / alf env = {unroll_rate / alf_env:.2f}")
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    with open(os.path.join(os.path.dirname(__file__), "results",
+                           f"unroll_overhead_{args.backend}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
