@@ -26,7 +26,7 @@ class PPORolloutInfo(NamedTuple):
     """Stored per step ``[B]``: what the behaviour policy computed."""
     log_prob: Any = ()
     value: Any = ()
-    advantages: Any = ()  # filled by preprocess_experience
+    advantages: Any = ()  # ``()`` in the buffer; filled by preprocess_experience
     returns: Any = ()
 
 
@@ -77,8 +77,7 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         dist, value, new_state = self._policy(time_step.observation, state)
         action = dist_utils.sample_action(dist)
         info = PPORolloutInfo(log_prob=dist_utils.compute_log_probability(dist, action),
-                              value=value, advantages=torch.zeros_like(value),
-                              returns=torch.zeros_like(value))
+                              value=value)
         return AlgStep(output=action, state=new_state, info=info)
 
     def preprocess_experience(self, experience: Experience) -> Experience:
