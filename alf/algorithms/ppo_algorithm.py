@@ -72,6 +72,10 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         if cfg is not None and cfg.whole_replay_buffer_training is False:
             raise ConfigError("PPOAlgorithm needs TrainerConfig.whole_replay_buffer_training=True "
                               "(or unset): advantages are computed over the whole unroll")
+        if cfg is not None and cfg.mini_batch_length > max(1, int(cfg.unroll_length)):
+            raise ConfigError(f"PPOAlgorithm: TrainerConfig.mini_batch_length "
+                              f"({cfg.mini_batch_length}) exceeds unroll_length "
+                              f"({cfg.unroll_length}), the steps per env trained on each iteration")
 
     def rollout_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:
         dist, value, new_state = self._policy(time_step.observation, state)

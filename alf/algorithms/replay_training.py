@@ -47,7 +47,8 @@ def train_on_batch(algorithm, experience: Experience) -> Tuple[LossInfo, Any]:
     """
     first = alf_nest.flatten(experience.time_step.step_type)[0]
     B, L = first.shape[:2]
-    exp_t = transpose2(experience)  # [L, B]
+    # batch_info is per sequence ([B] tensors and the buffer object): kept out of the [B, L] maps
+    exp_t = transpose2(experience._replace(batch_info=()))  # [L, B]
     if alf_nest.is_empty(algorithm.train_state_spec):
         flat = alf_nest.map_structure(lambda x: x.reshape((L * B,) + tuple(x.shape[2:])), exp_t)
         alg_step = algorithm.train_step(flat, algorithm.get_initial_train_state(L * B),

@@ -198,7 +198,7 @@ class RLAlgorithm(Algorithm):
         """One training iteration; returns the number of env steps unrolled."""
         self.prepare()
         self._unroll_accumulator += float(self._unroll_length())
-        steps = int(self._unroll_accumulator)
+        steps = int(self._unroll_accumulator + 1e-9)  # 10 x 0.1 must give 1
         self._unroll_accumulator -= steps
         if self.on_policy:
             t0 = time.perf_counter()
@@ -237,8 +237,10 @@ class RLAlgorithm(Algorithm):
             return None  # too little data yet (first iterations of a short/fractional unroll)
         if whole:
             experience = self.preprocess_experience(self._replay_buffer.gather_all())
+            # min: the first iteration holds one step less (no step kept from before)
+            length = min(mb_length, alf_nest.flatten(experience.step_type)[0].shape[1])
             for _ in range(num_updates):
-                for batch in whole_buffer_mini_batches(experience, mb_size, mb_length):
+                for batch in whole_buffer_mini_batches(experience, mb_size, length):
                     loss_info, info = train_on_batch(self, batch)
             if self._regime("clear_replay_buffer"):
                 self._replay_buffer.clear(keep_last=True)
