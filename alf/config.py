@@ -12,7 +12,7 @@ import difflib
 import logging
 import os
 import re
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import gin
 
@@ -160,16 +160,60 @@ def _configurable_params(name: str) -> List[str]:
     return [p for p in sig.parameters if p not in ("self", "args", "kwargs")]
 
 
+# (source, line number or None, text) of every statement line parsed by the last
+# parse_config, in the order gin applied them (includes expanded in place), so a bad
+# *value* found later, when a configurable is called, can be traced to where it was set.
+_parsed_lines: List[Tuple[str, Optional[int], str]] = []
+_INCLUDE = re.compile(r"""^\s*include\s+['"]([^'"]+)['"]""")
+
+
+def _record_lines(source: str, text: str, prefixes: Sequence[str], numbered: bool = True,
+                  depth: int = 0) -> None:
+    for i, line in enumerate(text.splitlines(), 1):
+        m = _INCLUDE.match(line)
+        if m and depth < 32:
+            name = m.group(1)
+            for d in ([""] if os.path.isabs(name) else prefixes):
+                path = os.path.join(d, name)
+                if os.path.isfile(path):
+                    with open(path) as f:
+                        _record_lines(path, f.read(), prefixes, True, depth + 1)
+                    break
+        else:
+            _parsed_lines.append((source, i if numbered else None, line))
+
+
+def binding_location(key: str) -> Optional[str]:
+    """Where ``Configurable.param`` (optionally scoped / module-qualified) was last bound
+    by :func:`parse_config`: ``"file, line N"`` or ``"--conf_param '...'"``; None if unknown."""
+    configurable, _, param = key.rpartition(".")
+    if not configurable:
+        return None
+    pattern = re.compile(r"^\s*(?:[\w.]+/)*(?:[\w.]+\.)?" + re.escape(configurable) + r"\."
+                         + re.escape(param) + r"\s*=")
+    for source, lineno, line in reversed(_parsed_lines):
+        if pattern.match(line):
+            return source if lineno is None else f"{source}, line {lineno}"
+    return None
+
+
 def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (),
-                 config_text: Optional[str] = None) -> None:
+                 config_text: Optional[str] = None, config_name: str = "<config text>") -> None:
     """Clear gin and parse a conf file (or saved ``config_text``) plus overrides.
 
     Every problem becomes one :class:`ConfigError` naming file and line.
+
+    Args:
+        conf_file: resolved with :func:`resolve_conf_file`.
+        conf_params: bindings applied after the file, e.g. ``["A.b = 1"]``.
+        config_text: gin text parsed after ``conf_file`` (e.g. a saved ``config.gin``).
+        config_name: how messages name ``config_text`` (e.g. the saved file's path).
     """
     import alf  # noqa: F401 - registers every configurable before parsing
     gin.clear_config()
+    del _parsed_lines[:]
     search_dirs = [EXAMPLES_DIR, os.getcwd()]
-    source = "<config text>"
+    source = config_name
     if conf_file is not None:
         conf_file = resolve_conf_file(conf_file)
         search_dirs.insert(0, os.path.dirname(conf_file))
@@ -183,11 +227,15 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
         with _quiet_gin_file_probing():
             if conf_file is not None:
                 gin.parse_config_file(conf_file)
+                with open(conf_file) as f:
+                    _record_lines(conf_file, f.read(), list(prefixes))
             if config_text is not None:
                 gin.parse_config(config_text)
+                _record_lines(config_name, config_text, list(prefixes))
     except Exception as e:  # noqa: BLE001 - gin raises many types (IOError for includes)
         raise _friendly_gin_error(e, source) from None
     for param in conf_params:
+        _record_lines(f"--conf_param '{param}'", param, list(prefixes), numbered=False)
         try:
             with _quiet_gin_file_probing():
                 gin.parse_config(param)

@@ -12,8 +12,8 @@ from typing import Callable, List, Optional
 from absl import flags
 from absl import logging as absl_logging
 
-from alf.config import describe_call_error
-from alf.errors import UserError
+from alf.config import binding_location, describe_call_error
+from alf.errors import ConfigError, UserError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -42,7 +42,10 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
     except UserError as e:
         if debug:
             raise
-        print(f"{program}: error: {user_message(e)}", file=sys.stderr)
+        message = user_message(e)
+        if isinstance(e, ConfigError):
+            message = _with_binding_location(message)
+        print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{program}: interrupted; state saved, all workers stopped.", file=sys.stderr)
@@ -63,6 +66,19 @@ def user_message(exc: BaseException) -> str:
 
 
 _GIN_CALL_LINE = re.compile(r"^\s*In call to configurable '")
+_BINDING_KEY = re.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\b")
+
+
+def _with_binding_location(message: str) -> str:
+    """A bad *value* is found when its configurable is called, after parsing; name the
+    file and line (or --conf_param) that set the first binding the message mentions."""
+    if message.startswith("Config error ("):  # parse errors already say where
+        return message
+    for key in _BINDING_KEY.findall(message):
+        where = binding_location(key)
+        if where:
+            return f"{message} (set in {where})"
+    return message
 
 
 def silence_noisy_loggers() -> None:

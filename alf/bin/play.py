@@ -51,6 +51,8 @@ def _main() -> int:
 
     if not FLAGS.root_dir:
         raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
+    if FLAGS.num_episodes < 1:
+        raise ConfigError(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
     saved = os.path.join(root_dir, CONFIG_FILE)
     if not os.path.isfile(saved):

@@ -43,7 +43,7 @@ def _main() -> int:
                   file=sys.stderr)
         with open(saved) as f:
             text = f.read()
-        alf_config.parse_config(config_text=text, conf_params=params)
+        alf_config.parse_config(config_text=text, conf_params=params, config_name=saved)
     else:
         if not FLAGS.conf:
             raise ConfigError("--conf is required for a new run, e.g. --conf=ppo_cart_pole.gin")

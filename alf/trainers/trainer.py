@@ -7,8 +7,11 @@ newest valid checkpoint and trains until ``num_iterations`` /
 ``num_env_steps``. Ctrl-C saves a checkpoint, closes every env (reaping child
 processes) and re-raises ``KeyboardInterrupt`` for the command to exit. The
 first Ctrl-C lets the current iteration finish (so the checkpoint is taken at an
-iteration boundary); a second one stops at once.
+iteration boundary); a second one stops at once. Env worker processes ignore
+SIGINT, so a terminal Ctrl-C (sent to the whole process group) does not kill them
+mid-step; the trainer closes them.
 """
+import contextlib
 import csv
 import logging
 import math
@@ -59,7 +62,8 @@ class Trainer:
         set_random_seed(config.random_seed)
         self._context = RunContext(config.num_iterations, config.num_env_steps,
                                    summary_interval=config.summary_interval)
-        self._env = create_environment(seed=config.random_seed)
+        with _sigint_ignored_in_children():
+            self._env = create_environment(seed=config.random_seed)
         self._eval_env = None
         try:
             obs_spec = self._env.observation_spec()
@@ -72,9 +76,10 @@ class Trainer:
             self._algorithm.to(config.device)
             self._algorithm.prepare()
             if config.evaluate:
-                self._eval_env = create_environment(
-                    num_parallel_environments=config.num_eval_environments,
-                    seed=config.random_seed + 1_000_003)
+                with _sigint_ignored_in_children():
+                    self._eval_env = create_environment(
+                        num_parallel_environments=config.num_eval_environments,
+                        seed=config.random_seed + 1_000_003)
         except BaseException:
             self.close()
             raise
@@ -143,8 +148,11 @@ class Trainer:
             os.replace(config_path + ".tmp", config_path)
         resumed = self.restore_checkpoint()
         from torch.utils.tensorboard import SummaryWriter
-        self._writer = SummaryWriter(self._root_dir,
-                                     purge_step=self._context.iteration if resumed else None)
+        # No purge_step: TensorBoard applies it to every tag, which would erase the whole
+        # pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations). Events a
+        # crashed run wrote past its checkpoint are dropped per tag by TensorBoard when
+        # the resumed run's steps go back.
+        self._writer = SummaryWriter(self._root_dir)
         self._context.summary_writer = self._writer
         if resumed and self._done():
             self._print_line(f"[alf] {self._root_dir} is already complete (iteration "
@@ -272,6 +280,22 @@ class Trainer:
         if getattr(self, "_writer", None) is not None:
             self._writer.close()
             self._writer = None
+
+
+@contextlib.contextmanager
+def _sigint_ignored_in_children():
+    """Env worker processes started in this block inherit SIGINT=ignore (kept across
+    fork and exec), so a terminal Ctrl-C, which reaches the whole process group, does
+    not kill them mid-step: the trainer alone decides how to stop, then closes them.
+    Main thread only; the trainer's own handler is restored on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 class _DeferredInterrupt:

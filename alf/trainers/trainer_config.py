@@ -160,6 +160,10 @@ class TrainerConfig:
             raise ConfigError("TrainerConfig.num_updates_per_train_iter must be >= 1")
         if self.num_checkpoints < 1:
             raise ConfigError("TrainerConfig.num_checkpoints must be >= 1")
+        for name in ("checkpoint_interval", "eval_interval", "summary_interval",
+                     "num_eval_episodes", "num_eval_environments", "metric_buffer_size"):
+            if getattr(self, name) < 1:  # used as divisors / sizes
+                raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.epsilon_greedy <= 1.0:
             raise ConfigError("TrainerConfig.epsilon_greedy must be in [0, 1]")
         try:

@@ -1,0 +1,136 @@
+"""Shared fixtures: tiny gin configs and running the real commands in a subprocess.
+
+Subprocesses run with ``cwd`` set to a temporary directory (so bare example
+names must resolve from ``alf/examples``) and with the repository on
+``PYTHONPATH`` (the package need not be pip-installed).
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Dict, List, Optional, Sequence
+
+import gin
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Tiny PPO (off-policy whole-buffer path): 2 envs x 8 steps, one 8-wide layer.
+TINY_PPO = """
+include 'ppo_cart_pole.gin'
+create_environment.num_parallel_environments = 2
+ActorDistributionNetwork.fc_layer_params = (8,)
+ValueNetwork.fc_layer_params = (8,)
+TrainerConfig.num_env_steps = 0
+TrainerConfig.num_iterations = 4
+TrainerConfig.unroll_length = 8
+TrainerConfig.mini_batch_size = 8
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.evaluate = False
+TrainerConfig.summary_interval = 1
+TrainerConfig.checkpoint_interval = 1000
+TrainerConfig.progress_interval_seconds = 0.0
+"""
+
+# Tiny A2C (on-policy path).
+TINY_A2C = """
+include 'ac_cart_pole.gin'
+create_environment.num_parallel_environments = 2
+ActorDistributionNetwork.fc_layer_params = (8,)
+ValueNetwork.fc_layer_params = (8,)
+TrainerConfig.num_env_steps = 0
+TrainerConfig.num_iterations = 6
+TrainerConfig.unroll_length = 8
+TrainerConfig.evaluate = False
+TrainerConfig.summary_interval = 1
+TrainerConfig.checkpoint_interval = 1000
+TrainerConfig.progress_interval_seconds = 0.0
+"""
+
+
+def write_gin(directory, text: str, name: str = "tiny.gin") -> str:
+    """Write gin ``text`` (dedented) to ``directory/name``; returns the path."""
+    path = os.path.join(str(directory), name)
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(text).lstrip())
+    return path
+
+
+def cli_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Environment for a command subprocess: the repo importable, 1 thread each."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("MKL_NUM_THREADS", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONWARNINGS", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def command(module: str, args: Sequence[str]) -> List[str]:
+    return [sys.executable, "-m", module, *[str(a) for a in args]]
+
+
+def run_cli(module: str, args: Sequence[str], cwd, timeout: float = 120,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` in ``cwd``; returns the completed process (text)."""
+    return subprocess.run(command(module, args), cwd=str(cwd), env=cli_env(env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def start_cli(module: str, args: Sequence[str], cwd, **kwargs) -> subprocess.Popen:
+    """Start ``python -m module args`` without waiting (stdout/stderr piped, text)."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(command(module, args), cwd=str(cwd), env=cli_env(), text=True,
+                            **kwargs)
+
+
+class Cli:
+    """What the ``alf_cli`` fixture returns: the helpers above in one object."""
+    TINY_PPO = TINY_PPO
+    TINY_A2C = TINY_A2C
+    REPO_ROOT = REPO_ROOT
+    write_gin = staticmethod(write_gin)
+    run = staticmethod(run_cli)
+    start = staticmethod(start_cli)
+    env = staticmethod(cli_env)
+    command = staticmethod(command)
+
+
+@pytest.fixture(scope="session")
+def alf_cli() -> Cli:
+    """Helpers to write tiny gin files and run ``python -m alf.bin.*`` in a subprocess."""
+    return Cli()
+
+
+@pytest.fixture
+def clean_gin():
+    """Clear gin bindings before and after a test that parses configs in-process."""
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+def build_trainer(root_dir, conf_text: str = TINY_PPO, params: Sequence[str] = (),
+                  quiet: bool = True):
+    """Parse ``conf_text`` (+ ``params`` overrides) and build an in-process Trainer.
+
+    The gin file is written next to ``root_dir`` (as ``<root_dir>.gin``), so
+    ``root_dir`` itself is untouched until ``run()``.
+    """
+    from alf import config as alf_config
+    from alf.trainers.trainer import Trainer
+    from alf.trainers.trainer_config import TrainerConfig
+    root_dir = str(root_dir)
+    conf = write_gin(os.path.dirname(root_dir), conf_text, os.path.basename(root_dir) + ".gin")
+    alf_config.parse_config(conf_file=conf, conf_params=list(params))
+    return Trainer(TrainerConfig(), root_dir, config_text=alf_config.config_text(), quiet=quiet)
+
+
+@pytest.fixture
+def make_trainer(clean_gin):
+    """``make_trainer(root_dir, conf_text=TINY_PPO, params=())`` -> an in-process Trainer."""
+    return build_trainer
