@@ -26,10 +26,9 @@ class PPOLoss:
         importance_ratio_clipping: epsilon (number or schedule of training progress).
         normalize_advantages: standardise advantages within each mini-batch (as SB3/CleanRL).
         entropy_regularization: weight of the entropy bonus.
-        td_loss_weight: value-loss weight (SB3's ``vf_coef``; 0.5 * MSE when 1.0 * ... see docs).
+        td_loss_weight: value-loss weight, SB3's ``vf_coef`` (loss = weight * (return - value)^2).
         value_clipping: if set, clip the value change to +-value_clipping (PPO2 style).
         td_error_loss_fn: element-wise ``fn(target, pred)``.
-        context_fn: returns training progress in [0, 1] for schedules (set by the algorithm).
     """
 
     def __init__(self, importance_ratio_clipping: ScheduleLike = 0.2,

@@ -133,6 +133,11 @@ class RLAlgorithm(Algorithm):
         if self._prepared:
             return
         self._prepared = True
+        if (self.on_policy and self._config is not None
+                and self._config.initial_collect_steps > 0):
+            raise ConfigError(f"{type(self).__name__} is on-policy: TrainerConfig."
+                              "initial_collect_steps must be 0 (random actions would be trained "
+                              "on with the policy's log-probabilities)")
         self._ensure_optimizers()
         if self._env is None:
             return

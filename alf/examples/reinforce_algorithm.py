@@ -15,10 +15,10 @@ The estimator: for every step ``t`` of an unroll,
 ``G[t] = r[t+1] + gamma * d[t+1] * G[t+1]`` is the discounted Monte-Carlo
 return that followed the action ``a[t]`` (no critic: the bootstrap value is 0),
 and the loss is ``-G[t] * log pi(a[t] | o[t])``, whose gradient is Williams'
-likelihood-ratio estimate of the policy gradient. Returns are standardised
-per batch (a constant baseline plus a step size normalisation, both unbiased
-in expectation up to the scale) because raw CartPole returns (0..100) make the
-gradient's variance and scale swing by orders of magnitude during training.
+likelihood-ratio estimate of the policy gradient. By default the returns
+are standardised over each batch (subtracting the batch mean is Williams'
+reinforcement baseline; dividing by the std keeps the step size steady while
+CartPole returns grow from ~10 to ~100), as most REINFORCE implementations do.
 
 Use it from gin (see ``alf/examples/reinforce_cart_pole.gin``)::
 
@@ -105,10 +105,14 @@ class ReinforceAlgorithm(RLAlgorithm):
         if tuple(getattr(reward_spec, "shape", ())) != ():
             raise IncompatibleSpecError(f"ReinforceAlgorithm needs scalar rewards, got reward "
                                         f"spec {reward_spec}")
+        # Incompatible training settings fail here, naming the field (DESIGN lesson 3).
         if config is not None and config.initial_collect_steps > 0:
             # Random initial actions would be credited to the policy's log-probabilities.
             raise ConfigError("ReinforceAlgorithm is on-policy: TrainerConfig.initial_collect_steps "
                               f"must be 0, got {config.initial_collect_steps}")
+        if config is not None and config.unroll_length < 2:
+            raise ConfigError("ReinforceAlgorithm needs TrainerConfig.unroll_length >= 2 (a return "
+                              f"needs the rewards after a step), got {config.unroll_length}")
         actor_network = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         # The state threaded through rollout/predict/train steps is just the actor's
         # (``()`` for an MLP, LSTM (h, c) pairs for ActorDistributionRNNNetwork). The

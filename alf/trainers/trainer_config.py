@@ -19,7 +19,7 @@ class TrainerConfig:
             of ``num_iterations``/``num_env_steps`` must be set; schedules anneal over it.
         unroll_length: env steps per env per iteration; fractional values (e.g. 0.25) unroll
             one step every ``1/unroll_length`` iterations.
-        async_unroll: unroll in a separate process (see docs/async.md); False = synchronous.
+        async_unroll: unroll in a separate process (not available yet; must be False).
         max_unroll_length: async: most steps one unroll job may return.
         unroll_queue_size: async: unroll results buffered between unroller and learner.
         unroll_parameter_update_period: async: refresh unroller weights every this many iterations.
@@ -177,6 +177,9 @@ class TrainerConfig:
         if self.async_unroll:
             raise ConfigError("TrainerConfig.async_unroll=True is not available yet in this "
                               "version; set it to False (synchronous unroll)")
+        if self.priority_replay:
+            raise ConfigError("TrainerConfig.priority_replay=True: prioritized replay is not "
+                              "available yet in this version; set it to False")
         if self.offline_buffer_dir:
             raise ConfigError("TrainerConfig.offline_buffer_dir: offline/hybrid training is not "
                               "available yet in this version")
