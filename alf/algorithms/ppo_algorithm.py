@@ -104,8 +104,14 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                             log_prob=dist_utils.compute_log_probability(dist, experience.action),
                             old_log_prob=rollout_info.log_prob, value=value,
                             old_value=rollout_info.value, advantages=rollout_info.advantages,
-                            returns=rollout_info.returns, entropy=dist_utils.compute_entropy(dist))
+                            returns=rollout_info.returns,
+                            entropy=dist_utils.compute_entropy(dist) if self._need_entropy() else ())
         return AlgStep(output=(), state=new_state, info=info)
+
+    def _need_entropy(self) -> bool:
+        """Entropy is needed for the loss (nonzero weight) or for summaries."""
+        return (getattr(self._loss, "entropy_regularization", 1.0) != 0
+                or self._context.should_summarize())
 
     def calc_loss(self, info: PPOTrainInfo) -> LossInfo:
         return self._loss(info, self._context.progress(),

@@ -44,13 +44,16 @@ class PPOLoss:
 
     def __call__(self, info, progress: float, with_summaries: bool = True) -> LossInfo:
         """``info`` fields ``[T, B]``: step_type, log_prob, old_log_prob, value, old_value,
-        advantages, returns, entropy. ``with_summaries=False`` skips the diagnostic
-        statistics in ``LossInfo.extra`` (they cost ~10% of a small network's update)."""
+        advantages, returns, entropy (``()`` allowed when ``entropy_regularization`` is 0).
+        ``with_summaries=False`` skips the diagnostic statistics in ``LossInfo.extra``
+        (they cost ~10% of a small network's update)."""
         valid = (info.step_type != StepType.LAST).to(info.advantages.dtype)
         adv = info.advantages
         if self.normalize_advantages:
-            mean = masked_mean(adv, valid)
-            var = masked_mean((adv - mean) ** 2, valid) * (valid.sum() / (valid.sum() - 1).clamp(min=1))
+            # unbiased std over the valid entries of this mini-batch (as SB3 / CleanRL)
+            n = valid.sum()
+            mean = (adv * valid).sum() / n.clamp(min=1)
+            var = (((adv - mean) ** 2) * valid).sum() / (n - 1).clamp(min=1)
             adv = (adv - mean) / (var.sqrt() + 1e-8)
         eps = self.clip_schedule(progress)
         log_ratio = info.log_prob - info.old_log_prob
@@ -61,8 +64,11 @@ class PPOLoss:
             clipped = info.old_value + (info.value - info.old_value).clamp(
                 -self.value_clipping, self.value_clipping)
             td_loss = torch.max(td_loss, self.td_error_loss_fn(info.returns, clipped))
-        neg_entropy = -info.entropy
-        loss = pg_loss + self.td_loss_weight * td_loss + self.entropy_regularization * neg_entropy
+        loss = pg_loss + self.td_loss_weight * td_loss
+        has_entropy = isinstance(info.entropy, torch.Tensor)
+        neg_entropy = -info.entropy if has_entropy else torch.zeros_like(loss)
+        if self.entropy_regularization != 0:  # a zero-weight term would still cost a backward pass
+            loss = loss + self.entropy_regularization * neg_entropy
         if not with_summaries:
             return LossInfo(loss=normalize_for_mean(loss, valid))
         with torch.no_grad():

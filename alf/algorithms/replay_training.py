@@ -17,13 +17,15 @@ from alf.utils.tensor_utils import reset_state_if_necessary, split_leading_dim, 
 
 
 def whole_buffer_mini_batches(experience: Experience, mini_batch_size: Optional[int],
-                              mini_batch_length: int,
+                              mini_batch_length: int, num_epochs: int = 1,
                               generator: Optional[torch.Generator] = None) -> Iterator[Experience]:
     """Shuffle a whole-buffer ``[B, T]`` experience into ``[mini_batch_size, L]`` batches.
 
     Each env's ``T`` steps are cut into ``T // L`` consecutive segments (a tail
-    shorter than ``L`` is dropped); segments are shuffled across envs and
-    grouped into mini-batches (the last one may be smaller).
+    shorter than ``L`` is dropped); for each of ``num_epochs`` epochs the
+    segments are reshuffled across envs and grouped into mini-batches (the last
+    one may be smaller). The segmenting is done once; an epoch costs one
+    ``randperm`` plus one gather per field and mini-batch.
     """
     B, T = alf_nest.flatten(experience)[0].shape[:2]
     L = mini_batch_length
@@ -33,11 +35,13 @@ def whole_buffer_mini_batches(experience: Experience, mini_batch_size: Optional[
     segs = alf_nest.map_structure(
         lambda x: x[:, :n_seg * L].reshape((B * n_seg, L) + tuple(x.shape[2:])), experience)
     total = B * n_seg
-    perm = torch.randperm(total, generator=generator)
-    segs = alf_nest.map_structure(lambda x: x[perm], segs)
     size = total if mini_batch_size is None else int(mini_batch_size)
-    for start in range(0, total, size):
-        yield alf_nest.map_structure(lambda x: x[start:start + size], segs)
+    device = alf_nest.flatten(experience)[0].device
+    for _ in range(num_epochs):
+        perm = torch.randperm(total, generator=generator).to(device)
+        for start in range(0, total, size):
+            idx = perm[start:start + size]
+            yield alf_nest.map_structure(lambda x: x[idx], segs)
 
 
 def train_on_batch(algorithm, experience: Experience) -> Tuple[LossInfo, Any]:
@@ -48,13 +52,20 @@ def train_on_batch(algorithm, experience: Experience) -> Tuple[LossInfo, Any]:
     first = alf_nest.flatten(experience.time_step.step_type)[0]
     B, L = first.shape[:2]
     # batch_info is per sequence ([B] tensors and the buffer object): kept out of the [B, L] maps
-    exp_t = transpose2(experience._replace(batch_info=()))  # [L, B]
-    if alf_nest.is_empty(algorithm.train_state_spec):
+    stateless = alf_nest.is_empty(algorithm.train_state_spec)
+    if stateless and L == 1:  # the common case: no transpose needed
+        flat = alf_nest.map_structure(lambda x: x[:, 0], experience._replace(batch_info=()))
+        alg_step = algorithm.train_step(flat, algorithm.get_initial_train_state(B),
+                                        flat.rollout_info)
+        info = alf_nest.map_structure(lambda x: x.unsqueeze(0), alg_step.info)
+    elif stateless:
+        exp_t = transpose2(experience._replace(batch_info=()))  # [L, B]
         flat = alf_nest.map_structure(lambda x: x.reshape((L * B,) + tuple(x.shape[2:])), exp_t)
         alg_step = algorithm.train_step(flat, algorithm.get_initial_train_state(L * B),
                                         flat.rollout_info)
         info = split_leading_dim(alg_step.info, (L, B))
     else:
+        exp_t = transpose2(experience._replace(batch_info=()))  # [L, B]
         state = alf_nest.map_structure(lambda s: s[0], exp_t.state)
         init = algorithm.get_initial_train_state(B)
         infos = []

@@ -244,9 +244,8 @@ class RLAlgorithm(Algorithm):
             experience = self.preprocess_experience(self._replay_buffer.gather_all())
             # min: the first iteration holds one step less (no step kept from before)
             length = min(mb_length, alf_nest.flatten(experience.step_type)[0].shape[1])
-            for _ in range(num_updates):
-                for batch in whole_buffer_mini_batches(experience, mb_size, length):
-                    loss_info, info = train_on_batch(self, batch)
+            for batch in whole_buffer_mini_batches(experience, mb_size, length, num_updates):
+                loss_info, info = train_on_batch(self, batch)
             if self._regime("clear_replay_buffer"):
                 self._replay_buffer.clear(keep_last=True)
         else:
