@@ -139,6 +139,11 @@ class BoundedTensorSpec(TensorSpec):
     def sample(self, outer_dims: Sequence[int] = (), generator=None) -> torch.Tensor:
         """Uniform sample within the bounds (integers inclusive)."""
         shape = tuple(outer_dims) + tuple(self._shape)
+        if self.is_discrete() and self._minimum.size and np.all(self._minimum == self._minimum.flat[0]) \
+                and np.all(self._maximum == self._maximum.flat[0]):
+            # one kernel instead of ~8 float64 ops: this runs every step of random collection
+            return torch.randint(int(self._minimum.flat[0]), int(self._maximum.flat[0]) + 1, shape,
+                                 dtype=self._dtype, generator=generator)
         lo = torch.as_tensor(self._minimum)
         hi = torch.as_tensor(self._maximum)
         if self.is_discrete():

@@ -87,15 +87,52 @@ def main() -> None:
         rb.clear(keep_last=True)
 
     unroll_rate = rate(unroll, max(10, args.steps // 100), B * 100)
+
+    # The same unroll with a policy that costs nothing (uniform random actions):
+    # what the unroller itself (TimeStep plumbing, experience stacking, metrics,
+    # replay write) costs on top of the env.
+    from alf.algorithms.rl_algorithm import RLAlgorithm
+    from alf.data_structures import AlgStep
+
+    presampled = [env.action_spec().sample((B,)) for _ in range(64)]
+
+    class RandomPolicy(RLAlgorithm):
+        """Returns pre-sampled random actions: costs nothing per step."""
+        k = 0
+
+        def rollout_step(self, time_step, state):
+            RandomPolicy.k += 1
+            return AlgStep(output=presampled[RandomPolicy.k & 63], state=state)
+
+    rnd = RandomPolicy(env.observation_spec(), env.action_spec(), env=env, config=config,
+                       context=RunContext())
+    rnd.prepare()
+
+    def unroll_random():
+        with torch.no_grad():
+            rnd.unroll(100)
+        rnd.replay_buffer.clear(keep_last=True)
+
+    random_rate = rate(unroll_random, max(10, args.steps // 100), B * 100)
+    with torch.no_grad():
+        ts = env.reset()
+        state = alg.get_initial_rollout_state(B)
+        policy_us = 1e6 / rate(lambda: alg.rollout_step(ts, state), 2000, 1)
     env.close()
     result = {"backend": args.backend, "num_envs": B, "hidden": list(hidden),
               "raw_gym_steps_per_s": raw, "alf_env_steps_per_s": alf_env,
               "alf_unroll_steps_per_s": unroll_rate, "unroll_over_raw": unroll_rate / raw,
+              "alf_unroll_random_policy_steps_per_s": random_rate,
+              "random_policy_unroll_over_raw": random_rate / raw,
+              "policy_rollout_step_us": policy_us,
               "unroll_over_alf_env": unroll_rate / alf_env}
     print(f"backend={args.backend} envs={B} policy MLP {hidden}")
     print(f"  raw gymnasium vector env, random actions : {raw:12,.0f} env steps/s")
     print(f"  alf env (TimeStep), random actions       : {alf_env:12,.0f} env steps/s")
+    print(f"  alf sync unroll, zero-cost random policy : {random_rate:12,.0f} env steps/s"
+          f"   ({random_rate / raw:.2f} of raw)")
     print(f"  alf sync unroll, PPO policy              : {unroll_rate:12,.0f} env steps/s")
+    print(f"  (PPO rollout_step alone: {policy_us:.0f} us per batched step)")
     print(f"  unroll / raw = {unroll_rate / raw:.2f}   unroll / alf env = {unroll_rate / alf_env:.2f}")
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results",
