@@ -253,6 +253,25 @@ def operative_config_text() -> str:
     return gin.operative_config_str()
 
 
+def unused_bindings() -> List[str]:
+    """Bindings parsed from the config that no constructor/function call has used.
+
+    Typical causes: a typo in a *class* name that still exists (binding a
+    parameter of ``ActorDistributionRNNNetwork`` while the experiment builds an
+    ``ActorDistributionNetwork``), or a parameter the caller passes explicitly,
+    which overrides gin. Returns strings like ``"scope/Name.param"``.
+    """
+    used = gin.config._OPERATIVE_CONFIG  # pylint: disable=protected-access
+    unused = []
+    for (scope, selector), params in gin.config._CONFIG.items():  # pylint: disable=protected-access
+        op = used.get((scope, selector), {})
+        for name in params:
+            if name not in op:
+                short = selector.split(".")[-1]
+                unused.append(f"{scope + '/' if scope else ''}{short}.{name}")
+    return sorted(unused)
+
+
 def describe_call_error(exc: Exception) -> Optional[str]:
     """If ``exc`` came from calling a configurable with bad bindings, a one-line message."""
     text = str(exc)

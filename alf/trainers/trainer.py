@@ -194,6 +194,7 @@ class Trainer:
         start = time.perf_counter()
         last_print = start
         steps_at_start = ctx.env_steps
+        first_iteration = ctx.iteration + 1
         iter_seconds = 0.0
         ctx.unroll_seconds = 0.0
         try:
@@ -209,6 +210,8 @@ class Trainer:
                     self._summarize(metrics, fps, iter_seconds)
                 if cfg.evaluate and ctx.iteration % cfg.eval_interval == 0:
                     self._evaluate()
+                if ctx.iteration == first_iteration:
+                    self._warn_unused_bindings()
                 if ctx.iteration % cfg.checkpoint_interval == 0:
                     self.save_checkpoint()
                 done = self._done()
@@ -227,6 +230,14 @@ class Trainer:
                     raise KeyboardInterrupt
         finally:
             csv_file.close()
+
+    def _warn_unused_bindings(self) -> None:
+        """After the first iteration every configurable has been built: name the bindings
+        nothing used (usually a typo'd or wrong class name, which gin cannot catch)."""
+        unused = alf_config.unused_bindings()
+        if unused:
+            self._print_line("[alf] warning: gin bindings never used (typo, or a class this "
+                             f"experiment does not build?): {', '.join(unused)}")
 
     def _progress_text(self, metrics, fps: float, elapsed: float) -> str:
         ctx, cfg = self._context, self._config
