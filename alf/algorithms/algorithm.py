@@ -22,6 +22,7 @@ import torch.nn as nn
 from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.tensor_specs import zeros_from_spec
+from alf.utils.fast_optim import clip_grad_norm_
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext, default_run_context
 
@@ -82,8 +83,16 @@ class Algorithm(nn.Module):
     @property
     def device(self) -> torch.device:
         """Device of the parameters (CPU for a parameter-free algorithm)."""
-        p = next(self.parameters(), None)
-        return p.device if p is not None else torch.device("cpu")
+        device = self.__dict__.get("_device_cache")
+        if device is None:  # walking the module tree costs ~30 us: cache until .to()/.cuda()
+            p = next(self.parameters(), None)
+            device = p.device if p is not None else torch.device("cpu")
+            self.__dict__["_device_cache"] = device
+        return device
+
+    def _apply(self, fn, recurse=True):
+        self.__dict__["_device_cache"] = None
+        return super()._apply(fn, recurse)
 
     def get_initial_train_state(self, batch_size: int) -> Any:
         return zeros_from_spec(self._train_state_spec, batch_size, device=self.device)
@@ -210,15 +219,16 @@ class Algorithm(nn.Module):
             raise RuntimeError(f"{type(self).__name__} has no optimizer: pass optimizer= to its "
                                "constructor (e.g. `optimizer=@alf.optimizers.Adam()` in gin)")
         progress = self._context.progress()
-        for opt, _, _ in entries:
-            opt.zero_grad(set_to_none=True)
+        for _, _, params in entries:
+            for p in params:  # = zero_grad(set_to_none=True), without its profiling hooks
+                p.grad = None
         loss.backward()
         for opt, factory, params in entries:
             lr = factory.lr_schedule(progress)
             for group in opt.param_groups:
                 group["lr"] = lr
             if factory.gradient_clipping is not None:
-                nn.utils.clip_grad_norm_(params, factory.gradient_clipping, foreach=True)
+                clip_grad_norm_(params, factory.gradient_clipping)
             opt.step()
         self._context.num_updates += 1
         return loss_info._replace(loss=loss.detach())
