@@ -77,7 +77,15 @@ def main() -> None:
         "sb3_median_total_s": statistics.median(r["total_s"] for r in rows if r["peer"] == "sb3"),
     }
     if alf_hits and sb3_hits:
-        summary["median_time_to_target_ratio"] = summary["alf_median_hit_s"] / summary["sb3_median_hit_s"]
+        summary["ratio_of_median_time_to_target"] = (summary["alf_median_hit_s"]
+                                                     / summary["sb3_median_hit_s"])
+        per_seed = [a["hit_s"] / s["hit_s"] for a, s in zip(rows[0::2], rows[1::2])
+                    if a["hit_s"] and s["hit_s"]]
+        summary["median_per_seed_time_to_target_ratio"] = statistics.median(per_seed)
+        summary["alf_median_hit_env_steps"] = statistics.median(
+            r["hit_steps"] for r in rows if r["peer"] == "alf" and r["hit_steps"])
+        summary["sb3_median_hit_env_steps"] = statistics.median(
+            r["hit_steps"] for r in rows if r["peer"] == "sb3" and r["hit_steps"])
     summary["median_total_time_ratio"] = summary["alf_median_total_s"] / summary["sb3_median_total_s"]
     print(json.dumps(summary, indent=1))
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
