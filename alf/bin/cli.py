@@ -84,3 +84,11 @@ def _with_binding_location(message: str) -> str:
 def silence_noisy_loggers() -> None:
     for name in ("matplotlib", "PIL"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def run_command(main: Callable[[], Optional[int]], program: str,
+                argv: Optional[List[str]] = None) -> int:
+    """Parse flags, set up logging and run ``main`` with :func:`run_main`'s exit codes."""
+    parse_flags(list(argv if argv is not None else sys.argv), program)
+    setup_logging()
+    return run_main(main, program, debug=flags.FLAGS.debug)

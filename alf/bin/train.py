@@ -56,9 +56,7 @@ def _main() -> int:
 
 def main(argv=None) -> int:
     from alf.bin import cli
-    cli.parse_flags(list(argv if argv is not None else sys.argv), PROGRAM)
-    cli.setup_logging()
-    return cli.run_main(_main, PROGRAM, debug=FLAGS.debug)
+    return cli.run_command(_main, PROGRAM, argv)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ class Trainer:
         rb_state = rb.state_dict() if (rb is not None and self._config.save_replay_buffer) else None
         path = self._checkpointer.save(self._context.iteration, self._training_state(), rb_state)
         self._saved_iteration = self._context.iteration
-        logging.info("Saved checkpoint %s", path)
+        self._print_line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
         return path
 
     def restore_checkpoint(self) -> bool:
@@ -129,7 +129,8 @@ class Trainer:
         if rb_state is not None and self._algorithm.replay_buffer is not None:
             self._algorithm.replay_buffer.load_state_dict(rb_state)
         self._saved_iteration = iteration
-        logging.info("Resumed from iteration %d (%d env steps)", iteration, self._context.env_steps)
+        self._print_line(f"[alf] resumed from iteration {iteration:,} "
+                         f"({self._context.env_steps:,} env steps)")
         return True
 
     # ------------------------------------------------------------------- run
@@ -223,7 +224,8 @@ class Trainer:
                                      _fmt(metrics.average_return()), _fmt(metrics.average_length()),
                                      metrics.num_episodes, f"{fps:.1f}"])
                     csv_file.flush()
-                if not self._quiet and (now - last_print >= cfg.progress_interval_seconds or done):
+                if not self._quiet and (now - last_print >= cfg.progress_interval_seconds or done
+                                            or ctx.iteration == first_iteration):
                     last_print = now
                     self._print_progress(metrics, fps, now - start)
                 if interrupt.requested:

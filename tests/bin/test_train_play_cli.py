@@ -47,7 +47,7 @@ def test_train_writes_artifacts_and_progress(trained):
 def test_rerun_resumes_instead_of_restarting(trained):
     cwd, _, second = trained
     assert second.returncode == 0, second.stderr
-    assert "resuming" in second.stderr and "Resumed from iteration 4 (64 env steps)" in second.stderr
+    assert "resuming" in second.stderr and "resumed from iteration 4 (64 env steps)" in second.stderr
     assert re.search(r"iter 6/6 \| env steps 96 \|", second.stderr), second.stderr
     rows = _csv(cwd / ROOT / "progress.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2, 3, 4, 5, 6]
