@@ -91,6 +91,13 @@ class AlfEnvironment(abc.ABC):
             the next :class:`TimeStep`, tensors ``[B, ...]`` on the CPU.
         """
 
+    def seed(self, seed: int) -> None:
+        """Seed the *next* :meth:`reset` (env ``i`` gets ``seed + i``) and the action samplers.
+
+        Used on resume so a continued run does not replay its first episodes.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be re-seeded")
+
     def render(self) -> Optional[np.ndarray]:
         """RGB frame ``[H, W, 3]`` uint8 of environment 0, or None when not rendering."""
         return None

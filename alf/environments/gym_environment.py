@@ -113,6 +113,12 @@ class GymVectorEnvironment(AlfEnvironment):
         return self._action_spec
 
     # --------------------------------------------------------------- control
+    def seed(self, seed: int) -> None:
+        self._seed = int(seed)
+        self._seeded = False
+        self._env.action_space.seed(self._seed)
+        self._env.single_action_space.seed(self._seed)
+
     def reset(self) -> TimeStep:
         self._check_open()
         if self._seeded:

@@ -124,6 +124,9 @@ class Trainer:
         self._algorithm.load_state_dict(state["algorithm"])
         self._context.load_state_dict(state["context"])
         set_rng_state(state["rng"])
+        # New episodes after a resume come from a fresh, deterministic seed instead of
+        # replaying the run's first episodes (env RNG states are not checkpointable).
+        self._env.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
         if self._algorithm.metrics is not None and state.get("metrics"):
             self._algorithm.metrics.load_state_dict(state["metrics"])
         if rb_state is not None and self._algorithm.replay_buffer is not None:
