@@ -7,6 +7,8 @@ Measures, on 8 CartPole-v1 envs (same backend for every line):
   2. the alf environment (TimeStep conversion) stepped with random actions;
   3. alf's sync unroll (``RLAlgorithm.unroll``: transformer, ``rollout_step``
      of a PPO policy with a tiny MLP, experience stacking, metrics, replay write).
+  4. the peer: stable-baselines3 PPO's ``collect_rollouts`` with the same MLP
+     (its DummyVecEnv of 8 CartPole envs), unless ``--no_sb3``.
 Reports env steps per second and the ratio unroll / raw (target >= 0.8).
 """
 import argparse
@@ -27,12 +29,29 @@ def rate(fn, n: int, batch: int) -> float:
     return n * batch / (time.perf_counter() - t0)
 
 
+def _sb3_rollout_rate(num_envs: int, hidden: tuple, iterations: int) -> float:
+    """SB3 PPO's ``collect_rollouts`` (policy + DummyVecEnv + rollout buffer) on the same task."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    env = make_vec_env("CartPole-v1", n_envs=num_envs, seed=0)
+    model = PPO("MlpPolicy", env, n_steps=100, batch_size=100 * num_envs,
+                policy_kwargs=dict(net_arch=list(hidden)), device="cpu", verbose=0)
+    _, callback = model._setup_learn(10 ** 9, None)
+    callback.on_training_start(locals(), globals())
+
+    def collect():
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=100)
+
+    return rate(collect, iterations, num_envs * 100)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="vector", choices=["vector", "sync", "async"])
     p.add_argument("--steps", type=int, default=20000, help="batched steps per measurement")
     p.add_argument("--hidden", type=int, nargs="*", default=[32], help="MLP hidden sizes")
     p.add_argument("--num_envs", type=int, default=8)
+    p.add_argument("--no_sb3", action="store_true", help="skip the stable-baselines3 peer line")
     args = p.parse_args()
     torch.set_num_threads(1)
     import gymnasium as gym
@@ -119,12 +138,14 @@ def main() -> None:
         state = alg.get_initial_rollout_state(B)
         policy_us = 1e6 / rate(lambda: alg.rollout_step(ts, state), 2000, 1)
     env.close()
+    sb3_rate = _sb3_rollout_rate(B, hidden, max(10, args.steps // 100)) if not args.no_sb3 else None
     result = {"backend": args.backend, "num_envs": B, "hidden": list(hidden),
               "raw_gym_steps_per_s": raw, "alf_env_steps_per_s": alf_env,
               "alf_unroll_steps_per_s": unroll_rate, "unroll_over_raw": unroll_rate / raw,
               "alf_unroll_random_policy_steps_per_s": random_rate,
               "random_policy_unroll_over_raw": random_rate / raw,
               "policy_rollout_step_us": policy_us,
+              "sb3_collect_rollouts_steps_per_s": sb3_rate,
               "unroll_over_alf_env": unroll_rate / alf_env}
     print(f"backend={args.backend} envs={B} policy MLP {hidden}")
     print(f"  raw gymnasium vector env, random actions : {raw:12,.0f} env steps/s")
@@ -133,6 +154,9 @@ def main() -> None:
           f"   ({random_rate / raw:.2f} of raw)")
     print(f"  alf sync unroll, PPO policy              : {unroll_rate:12,.0f} env steps/s")
     print(f"  (PPO rollout_step alone: {policy_us:.0f} us per batched step)")
+    if sb3_rate:
+        print(f"  peer: SB3 PPO collect_rollouts, same MLP  : {sb3_rate:12,.0f} env steps/s"
+              f"   (alf unroll / SB3 = {unroll_rate / sb3_rate:.2f})")
     print(f"  unroll / raw = {unroll_rate / raw:.2f}   unroll / alf env = {unroll_rate / alf_env:.2f}")
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results",
