@@ -16,6 +16,7 @@ Specs are available right after construction (before any step) so replay
 buffers and shared-memory transports can be allocated up front.
 """
 import abc
+import logging
 from typing import Any, Optional
 
 import numpy as np
@@ -94,9 +95,12 @@ class AlfEnvironment(abc.ABC):
     def seed(self, seed: int) -> None:
         """Seed the *next* :meth:`reset` (env ``i`` gets ``seed + i``) and the action samplers.
 
-        Used on resume so a continued run does not replay its first episodes.
+        Used on resume so a continued run does not replay its first episodes. This
+        default, for environments that cannot be re-seeded, keeps the current
+        random stream and says so.
         """
-        raise NotImplementedError(f"{type(self).__name__} cannot be re-seeded")
+        logging.warning("%s cannot be re-seeded; it keeps its current random stream",
+                        type(self).__name__)
 
     def render(self) -> Optional[np.ndarray]:
         """RGB frame ``[H, W, 3]`` uint8 of environment 0, or None when not rendering."""
