@@ -5,7 +5,7 @@ checkpoints are built from them, never from a first sample.
 ``shape`` never includes batch or time dimensions; ``zeros(outer_dims)`` and
 ``sample(outer_dims)`` prepend them.
 """
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch

@@ -1,8 +1,6 @@
 """A2C: on-policy actor-critic trained on each fresh unroll (with gradients)."""
 from typing import Any, Callable, NamedTuple, Optional
 
-import torch
-
 import alf
 from alf.algorithms.actor_critic_loss import ActorCriticLoss
 from alf.algorithms.rl_algorithm import RLAlgorithm

@@ -1,8 +1,6 @@
 """A2C loss: policy gradient with GAE/TD(lambda) advantages, value regression, entropy bonus."""
 from typing import Any, Callable, NamedTuple
 
-import torch
-
 import alf
 from alf.data_structures import LossInfo, StepType
 from alf.utils import value_ops

@@ -14,7 +14,7 @@ state specs up front. Subclasses implement some of:
 optimizer step; optimizer state travels in ``state_dict()`` (via torch's
 ``extra_state`` hook) so one call checkpoints the whole algorithm.
 """
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn

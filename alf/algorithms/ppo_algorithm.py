@@ -7,8 +7,6 @@ trained on exactly once per epoch, as in SB3/CleanRL.
 """
 from typing import Any, Callable, NamedTuple, Optional
 
-import torch
-
 import alf
 from alf import nest as alf_nest
 from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm, ActorCriticState

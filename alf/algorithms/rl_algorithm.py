@@ -23,7 +23,7 @@ import torch
 from alf import nest as alf_nest
 from alf.algorithms.algorithm import Algorithm
 from alf.algorithms.replay_training import train_on_batch, whole_buffer_mini_batches
-from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.data_structures import Experience, LossInfo, TimeStep
 from alf.errors import ConfigError
 from alf.metrics import EpisodeMetrics
 from alf.replay_buffers import ReplayBuffer
@@ -261,7 +261,3 @@ class RLAlgorithm(Algorithm):
         if loss_info is not None:
             self.summarize_train(experience, info, loss_info)
         return loss_info
-
-    # ------------------------------------------------------------ evaluation
-    def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        return self.rollout_step(time_step, state)

@@ -1,5 +1,5 @@
 """``TrainerConfig``: every knob about *training* (not about an algorithm), with ALF's names."""
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Callable, List, Optional, Sequence, Union
 
 import alf
 from alf.errors import ConfigError
