@@ -15,36 +15,33 @@ import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Tiny PPO (off-policy whole-buffer path): 2 envs x 8 steps, one 8-wide layer.
-TINY_PPO = """
-include 'ppo_cart_pole.gin'
+# Settings shared by the tiny configs: 2 envs, one 8-wide layer, no eval, fast logs.
+_TINY_COMMON = """
 create_environment.num_parallel_environments = 2
 ActorDistributionNetwork.fc_layer_params = (8,)
 ValueNetwork.fc_layer_params = (8,)
 TrainerConfig.num_env_steps = 0
-TrainerConfig.num_iterations = 4
 TrainerConfig.unroll_length = 8
-TrainerConfig.mini_batch_size = 8
-TrainerConfig.num_updates_per_train_iter = 2
 TrainerConfig.evaluate = False
 TrainerConfig.summary_interval = 1
 TrainerConfig.checkpoint_interval = 1000
 TrainerConfig.progress_interval_seconds = 0.0
 """
 
+# Tiny PPO (off-policy whole-buffer path): 2 envs x 8 steps.
+TINY_PPO = """
+include 'ppo_cart_pole.gin'
+""" + _TINY_COMMON + """
+TrainerConfig.num_iterations = 4
+TrainerConfig.mini_batch_size = 8
+TrainerConfig.num_updates_per_train_iter = 2
+"""
+
 # Tiny A2C (on-policy path).
 TINY_A2C = """
 include 'ac_cart_pole.gin'
-create_environment.num_parallel_environments = 2
-ActorDistributionNetwork.fc_layer_params = (8,)
-ValueNetwork.fc_layer_params = (8,)
-TrainerConfig.num_env_steps = 0
+""" + _TINY_COMMON + """
 TrainerConfig.num_iterations = 6
-TrainerConfig.unroll_length = 8
-TrainerConfig.evaluate = False
-TrainerConfig.summary_interval = 1
-TrainerConfig.checkpoint_interval = 1000
-TrainerConfig.progress_interval_seconds = 0.0
 """
 
 
