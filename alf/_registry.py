@@ -11,6 +11,11 @@ _MODULES = [
     "alf.algorithms.ppo_loss",
     "alf.algorithms.actor_critic_algorithm",
     "alf.algorithms.ppo_algorithm",
+    "alf.algorithms.dqn_algorithm",
+    "alf.algorithms.sac_algorithm",
+    "alf.algorithms.ddpg_algorithm",
+    "alf.algorithms.td3_algorithm",
+    "alf.replay_buffers.replay_buffer",
     "alf.trainers.trainer_config",
 ]
 

@@ -134,13 +134,18 @@ class Algorithm(nn.Module):
     def summarize_rollout(self, experience: Any) -> None:
         """Rollout summaries; called when summaries are due."""
 
-    def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo) -> None:
-        """Write loss terms (``LossInfo.extra``) as scalars when summaries are due."""
-        if not self._context.should_summarize():
+    def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
+                        step: Optional[int] = None) -> None:
+        """Write loss terms (``LossInfo.extra``) as scalars when summaries are due.
+
+        ``step`` given: the caller decided they are due (per-mini-batch summaries,
+        ``TrainerConfig.update_counter_every_mini_batch``); they are written against
+        ``step`` (the gradient-step counter) instead of the iteration."""
+        if step is None and not self._context.should_summarize():
             return
-        self._context.add_scalar(f"Loss/{self._name}/loss", _scalar(loss_info.loss))
+        self._context.add_scalar(f"Loss/{self._name}/loss", _scalar(loss_info.loss), step)
         for path, value in alf_nest.flatten_with_paths(loss_info.extra):
-            self._context.add_scalar(f"Loss/{self._name}/{path}", _scalar(value))
+            self._context.add_scalar(f"Loss/{self._name}/{path}", _scalar(value), step)
 
     # ------------------------------------------------------------- optimizers
     def add_optimizer(self, optimizer: OptimizerFactory, modules: Sequence[nn.Module]) -> None:

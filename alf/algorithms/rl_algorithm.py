@@ -26,7 +26,7 @@ from alf.algorithms.replay_training import train_on_batch, whole_buffer_mini_bat
 from alf.data_structures import Experience, LossInfo, TimeStep
 from alf.errors import ConfigError
 from alf.metrics import EpisodeMetrics
-from alf.replay_buffers import ReplayBuffer
+from alf.replay_buffers import ReplayBuffer, experience_storage
 from alf.tensor_specs import TensorSpec, extract_spec, zeros_from_spec
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.optimizers import OptimizerFactory
@@ -159,13 +159,26 @@ class RLAlgorithm(Algorithm):
         length = self._config.replay_buffer_length if self._config is not None else None
         if length is None:
             if self._regime("whole_replay_buffer_training"):
-                # +1: the newest step is kept across clears so no transition is lost.
-                length = int(max(1, self._unroll_length())) + 1
+                # +1: the newest step is kept across clears so no transition is lost;
+                # +1: its predecessor's slot too, from which its prev_action is restored.
+                length = int(max(1, self._unroll_length())) + 2
             else:
                 raise ConfigError(f"{type(self).__name__} is off-policy: set "
                                   "TrainerConfig.replay_buffer_length")
-        self.__dict__["_replay_buffer"] = ReplayBuffer(extract_spec(exp, 1), batch, length,
-                                                       device=self.device)
+        cfg = self._config
+        prioritized = bool(cfg is not None and cfg.priority_replay)
+        if prioritized and self._regime("whole_replay_buffer_training"):
+            raise ConfigError("TrainerConfig.priority_replay needs sampled mini-batches: it cannot "
+                              "be combined with whole_replay_buffer_training")
+        # prev_action and env_id are derivable: not stored (see replay_buffers/experience_storage.py)
+        self._full_experience_spec = extract_spec(exp, 1)
+        kwargs = {}
+        if prioritized:
+            kwargs = dict(prioritized=True, priority_alpha=cfg.priority_replay_alpha,
+                          priority_eps=cfg.priority_replay_eps)
+        self.__dict__["_replay_buffer"] = ReplayBuffer(
+            experience_storage.storage_spec(self._full_experience_spec), batch, length,
+            device=self.device, **kwargs)
 
     def _unroll_length(self) -> float:
         return self._config.unroll_length if self._config is not None else 8
@@ -196,7 +209,8 @@ class RLAlgorithm(Algorithm):
 
     def observe_for_replay(self, experience: Experience) -> None:
         """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""
-        self._replay_buffer.add_sequence(experience, experience.time_step.env_id[0])
+        self._replay_buffer.add_sequence(experience_storage.to_storage(experience),
+                                         experience.time_step.env_id[0])
 
     # -------------------------------------------------------------- training
     def train_iter(self) -> int:
@@ -230,34 +244,84 @@ class RLAlgorithm(Algorithm):
         self.summarize_train(experience, experience.rollout_info, loss_info)
         return loss_info
 
+    def replay_sequence_length(self) -> int:
+        """Steps per sampled sequence (``TrainerConfig.mini_batch_length``; transition
+        learners override it with ``n_step + 1``)."""
+        return self._config.mini_batch_length if self._config is not None else 1
+
+    def train_on_batch(self, experience: Experience):
+        """One gradient step on ``experience [B, L]``; returns ``(LossInfo, info [L, B])``.
+        The default is :func:`alf.algorithms.replay_training.train_on_batch`."""
+        return train_on_batch(self, experience)
+
+    def _priority_beta(self) -> float:
+        beta = self._config.priority_replay_beta
+        return float(beta(self._context.progress())) if callable(beta) else float(beta)
+
+    def sample_replay(self, batch_size: int, length: int) -> Experience:
+        """Sample ``[B, L]`` sequences with their derived fields restored and ``batch_info`` set."""
+        rb = self._replay_buffer
+        if rb.prioritized:
+            data, info = rb.get_batch(batch_size, length, beta=self._priority_beta())
+        else:
+            data, info = rb.get_batch(batch_size, length)
+        data = experience_storage.restore_derived_fields(rb, data, info.env_ids, info.positions,
+                                      self._full_experience_spec.time_step.prev_action)
+        return data._replace(batch_info=info)
+
+    def gather_replay(self) -> Experience:
+        """Everything in the buffer, ``[num_envs, T]``, derived fields restored."""
+        rb = self._replay_buffer
+        data = rb.gather_all()
+        env_ids, positions = experience_storage.gather_all_positions(rb)
+        return experience_storage.restore_derived_fields(rb, data, env_ids, positions,
+                                      self._full_experience_spec.time_step.prev_action)
+
     def train_from_replay_buffer(self) -> Optional[LossInfo]:
         """Off-policy update(s) from the replay buffer (see module docstring)."""
         cfg = self._config
         num_updates = cfg.num_updates_per_train_iter if cfg is not None else 1
         mb_size = cfg.mini_batch_size if cfg is not None else None
-        mb_length = cfg.mini_batch_length if cfg is not None else 1
         loss_info, info, experience = None, None, None
         whole, sizes = self._regime("whole_replay_buffer_training"), self._replay_buffer.current_size()
-        if int(sizes.min() if whole else sizes.max()) < (2 if whole else mb_length):
-            return None  # too little data yet (first iterations of a short/fractional unroll)
         if whole:
-            experience = self.preprocess_experience(self._replay_buffer.gather_all())
+            mb_length = cfg.mini_batch_length if cfg is not None else 1
+            if int(sizes.min()) < 2:
+                return None  # too little data yet (first iterations of a short/fractional unroll)
+            experience = self.preprocess_experience(self.gather_replay())
             # min: the first iteration holds one step less (no step kept from before)
             length = min(mb_length, alf_nest.flatten(experience.step_type)[0].shape[1])
             for batch in whole_buffer_mini_batches(experience, mb_size, length, num_updates):
-                loss_info, info = train_on_batch(self, batch)
+                loss_info, info = self.train_on_batch(batch)
             if self._regime("clear_replay_buffer"):
                 self._replay_buffer.clear(keep_last=True)
         else:
+            mb_length = self.replay_sequence_length()
+            if int(sizes.max()) < mb_length:
+                return None
             if mb_size is None:
                 raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")
+            per_batch = bool(cfg is not None and cfg.update_counter_every_mini_batch)
             for _ in range(num_updates):
-                batch, batch_info = self._replay_buffer.get_batch(mb_size, mb_length)
-                experience = self.preprocess_experience(batch._replace(batch_info=batch_info))
-                loss_info, info = train_on_batch(self, experience)
+                experience = self.preprocess_experience(self.sample_replay(mb_size, mb_length))
+                loss_info, info = self.train_on_batch(experience)
+                self._update_priority(experience, loss_info)
+                if per_batch and self._context.should_summarize_update():
+                    self.summarize_train(experience, info, loss_info,
+                                         step=self._context.num_updates)
             if self._regime("clear_replay_buffer"):
                 self._replay_buffer.clear()
         self.after_train_iter(experience, info)
-        if loss_info is not None:
+        if loss_info is not None and not (cfg is not None and cfg.update_counter_every_mini_batch
+                                           and not whole):
             self.summarize_train(experience, info, loss_info)
         return loss_info
+
+    def _update_priority(self, experience: Experience, loss_info: LossInfo) -> None:
+        """Send ``LossInfo.priority`` ``[B]`` back to a prioritized buffer."""
+        rb = self._replay_buffer
+        priority = loss_info.priority
+        if not rb.prioritized or not isinstance(priority, torch.Tensor):
+            return
+        info = experience.batch_info
+        rb.update_priority(info.env_ids, info.positions, priority.detach())

@@ -1,4 +1,4 @@
-"""Networks: encoders, actor-distribution and value networks (MLP, CNN, LSTM).
+"""Networks: encoders, actor-distribution, value, Q, critic and actor networks (MLP, CNN, LSTM).
 
 Importing this package registers every network with gin, plus the torch
 activations gin files may name, e.g. ``ActorDistributionNetwork.activation=@torch.relu``.
@@ -14,6 +14,10 @@ from alf.networks.projection_networks import (  # noqa: F401
 from alf.networks.actor_distribution_networks import (  # noqa: F401
     ActorDistributionNetwork, ActorDistributionRNNNetwork)
 from alf.networks.value_networks import ValueNetwork, ValueRNNNetwork  # noqa: F401
+from alf.networks.ensemble_layers import EnsembleLinear, EnsembleMLP  # noqa: F401
+from alf.networks.q_networks import QNetwork  # noqa: F401
+from alf.networks.critic_networks import CriticNetwork  # noqa: F401
+from alf.networks.actor_networks import ActorNetwork  # noqa: F401
 
 _ACTIVATIONS = {
     "torch.tanh": torch.tanh,

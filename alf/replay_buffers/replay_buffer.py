@@ -10,15 +10,22 @@ exactly the raw data plus a few counters.
 ``_current_pos[e]`` counts every step ever added for env ``e`` (it never wraps),
 ``_current_size[e]`` is how many of them are still stored. Positions handed out
 in :class:`BatchInfo` are these absolute counts.
+
+With ``prioritized=True`` a :class:`~alf.replay_buffers.sum_tree.SumTree` holds
+one leaf per storage slot (``env * capacity + slot``) with value
+``priority ** alpha``; slots that hold no data have value 0. See
+docs/replay_buffer.md for the user-facing description.
 """
 import logging
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 
 from alf import nest as alf_nest
+from alf.config import configurable
 from alf.data_structures import BatchInfo
 from alf.errors import UserError
+from alf.replay_buffers.sum_tree import SumTree
 from alf.tensor_specs import nbytes as spec_nbytes
 
 
@@ -41,26 +48,45 @@ def _available_memory_bytes() -> Optional[int]:
     return None
 
 
+@configurable
 class ReplayBuffer:
-    """Pre-allocated per-environment ring buffer.
+    """Pre-allocated per-environment ring buffer, uniform or prioritized.
 
     Args:
         data_spec: nest of TensorSpec for one item (no batch/time dims).
         num_envs: number of rows (one per environment).
         max_length: capacity per environment.
         device: where storage lives ("cpu" or "cuda").
-        name: used in the memory report.
+        name: used in the memory report and in error messages.
+        prioritized: sample sequence starts in proportion to ``priority ** alpha``
+            (Schaul et al. 2016) instead of uniformly.
+        priority_alpha: exponent applied to priorities given to :meth:`update_priority`.
+        priority_eps: added to ``|priority|`` before the exponent (must be > 0, so
+            every stored item keeps a non-zero chance).
+        enable_checkpoint: ask the trainer to save this buffer with each checkpoint
+            (``ReplayBuffer.enable_checkpoint = True`` in gin; the trainer also saves it
+            when ``TrainerConfig.save_replay_buffer``).
     """
 
     def __init__(self, data_spec: Any, num_envs: int, max_length: int, device: str = "cpu",
-                 name: str = "ReplayBuffer", verbose: bool = True):
+                 name: str = "ReplayBuffer", prioritized: bool = False,
+                 priority_alpha: float = 0.7, priority_eps: float = 1e-6,
+                 enable_checkpoint: bool = False):
         self._data_spec = data_spec
         self._num_envs = int(num_envs)
         self._max_length = int(max_length)
         self._device = torch.device(device)
         self._name = name
-        total = spec_nbytes(data_spec) * self._num_envs * self._max_length
-        self._nbytes = total
+        self._prioritized = bool(prioritized)
+        self._alpha = float(priority_alpha)
+        self._eps = float(priority_eps)
+        self._enable_checkpoint = bool(enable_checkpoint)
+        if self._prioritized and not self._eps > 0:
+            raise ValueError(f"{name}: priority_eps must be > 0, got {priority_eps}")
+        storage_bytes = spec_nbytes(data_spec) * self._num_envs * self._max_length
+        tree_bytes = (SumTree.nbytes_for(self._num_envs * self._max_length)
+                      if self._prioritized else 0)
+        total = storage_bytes + tree_bytes
         available = _available_memory_bytes() if self._device.type == "cpu" else None
         if available is not None and total > available:
             raise UserError(
@@ -70,13 +96,24 @@ class ReplayBuffer:
         try:
             self._storage = alf_nest.map_structure(
                 lambda s: s.zeros((self._num_envs, self._max_length), device=self._device), data_spec)
+            self._tree = (SumTree(self._num_envs * self._max_length, self._device,
+                                  initial_max_value=1.0) if self._prioritized else None)
         except RuntimeError as e:  # allocation failure
             raise UserError(f"{name}: could not allocate {_format_bytes(total)}: {e}") from None
+        # the same memory viewed as [num_envs * capacity, ...]: reads are one index_select
+        # per field (several times faster than 2-D advanced indexing)
+        self._flat_storage = alf_nest.map_structure(
+            lambda b: b.view((self._num_envs * self._max_length,) + tuple(b.shape[2:])),
+            self._storage)
+        self._storage_nbytes = storage_bytes
+        self._nbytes = storage_bytes + (self._tree.nbytes if self._tree is not None else 0)
         self._current_pos = torch.zeros(self._num_envs, dtype=torch.int64, device=self._device)
         self._current_size = torch.zeros(self._num_envs, dtype=torch.int64, device=self._device)
-        if verbose and total > 64 * 1024 * 1024:
-            logging.info("%s: %d envs x %d steps, %s", name, num_envs, max_length,
-                         _format_bytes(total))
+        self._env_range = torch.arange(self._num_envs, device=self._device)
+        logging.info("%s: %d envs x %d steps, %s storage + %s priority tree = %s on %s", name,
+                     self._num_envs, self._max_length, _format_bytes(storage_bytes),
+                     _format_bytes(self._nbytes - storage_bytes), _format_bytes(self._nbytes),
+                     self._device)
 
     # ------------------------------------------------------------ properties
     @property
@@ -93,12 +130,34 @@ class ReplayBuffer:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the pre-allocated storage."""
+        """Bytes of the pre-allocated storage plus the priority tree (if prioritized)."""
         return self._nbytes
+
+    @property
+    def storage_nbytes(self) -> int:
+        """Bytes of the pre-allocated storage only (``num_envs x max_length x bytes(spec)``)."""
+        return self._storage_nbytes
 
     @property
     def device(self) -> torch.device:
         return self._device
+
+    @property
+    def prioritized(self) -> bool:
+        return self._prioritized
+
+    @property
+    def priority_alpha(self) -> float:
+        return self._alpha
+
+    @property
+    def priority_eps(self) -> float:
+        return self._eps
+
+    @property
+    def enable_checkpoint(self) -> bool:
+        """Whether the trainer should save this buffer with each checkpoint."""
+        return self._enable_checkpoint
 
     def total_size(self) -> int:
         """Number of items currently stored over all envs."""
@@ -108,15 +167,37 @@ class ReplayBuffer:
         """``[num_envs]`` items stored per env."""
         return self._current_size.clone()
 
+    def current_pos(self) -> torch.Tensor:
+        """``[num_envs]`` absolute position the next item of each env will get
+        (= number of items ever added); stored items are ``[pos - size, pos)``."""
+        return self._current_pos.clone()
+
+    def is_stored(self, env_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``[B]`` bool: whether absolute ``positions [B]`` of ``env_ids [B]`` are still stored
+        (not overwritten, not cleared, already written)."""
+        head = self._current_pos[env_ids]
+        return (positions >= head - self._current_size[env_ids]) & (positions < head)
+
     # ---------------------------------------------------------------- writing
+    def _leaves(self, env_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Sum-tree leaf (``env * capacity + slot``) of absolute ``positions`` (any shape)."""
+        return env_ids * self._max_length + positions % self._max_length
+
+    def _give_max_priority(self, env_ids: torch.Tensor, positions: torch.Tensor) -> None:
+        if self._tree is not None:  # distinct (env, slot) pairs: no de-duplication needed
+            self._tree.set(self._leaves(env_ids, positions).reshape(-1),
+                           self._tree.max_value(), assume_unique=True)
+
     def add_batch(self, batch: Any, env_ids: Optional[torch.Tensor] = None) -> None:
         """Append one step per row: ``batch`` leaves are ``[B, ...]``, ``env_ids`` ``[B]``
-        (defaults to ``arange(num_envs)``). Env ids in one call must be distinct."""
+        (defaults to ``arange(num_envs)``). Env ids in one call must be distinct.
+        Prioritized: the new items get the largest priority set so far (1.0 initially)."""
         if env_ids is None:
             pos = self._current_pos % self._max_length
-            rows = torch.arange(self._num_envs, device=self._device)
+            rows = self._env_range
             alf_nest.map_structure(lambda buf, x: buf.__setitem__((rows, pos), x.to(self._device)),
                                    self._storage, batch)
+            self._give_max_priority(rows, pos)
             self._current_pos += 1
             self._current_size.clamp_(max=self._max_length - 1).add_(1)
             return
@@ -124,6 +205,7 @@ class ReplayBuffer:
         pos = self._current_pos[env_ids] % self._max_length
         alf_nest.map_structure(lambda buf, x: buf.__setitem__((env_ids, pos), x.to(self._device)),
                                self._storage, batch)
+        self._give_max_priority(env_ids, pos)
         self._current_pos[env_ids] += 1
         self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + 1,
                                                   max=self._max_length)
@@ -136,20 +218,28 @@ class ReplayBuffer:
             raise ValueError(f"{self._name}: cannot add {T} steps to a buffer of length "
                              f"{self._max_length}")
         if env_ids is None:
-            env_ids = torch.arange(self._num_envs, device=self._device)
+            env_ids = self._env_range
         env_ids = env_ids.to(self._device, torch.int64)
         pos = (self._current_pos[env_ids][None, :]
                + torch.arange(T, device=self._device)[:, None]) % self._max_length  # [T, B]
         rows = env_ids[None, :].expand(T, -1)
         alf_nest.map_structure(lambda buf, x: buf.__setitem__((rows, pos), x.to(self._device)),
                                self._storage, batch)
+        self._give_max_priority(rows, pos)
         self._current_pos[env_ids] += T
         self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + T,
                                                   max=self._max_length)
 
     def clear(self, keep_last: bool = False) -> None:
         """Forget the stored items; with ``keep_last`` the newest step of each env stays
-        (so the next unroll continues the sequence: whole-buffer PPO loses no transition)."""
+        (so the next unroll continues the sequence: whole-buffer PPO loses no transition).
+        Prioritized: forgotten slots get priority 0; a kept step keeps its priority."""
+        if self._tree is not None:
+            kept = self._leaves(self._env_range, self._current_pos - 1)
+            kept_values = self._tree.get(kept) if keep_last else None
+            self._tree.clear()
+            if keep_last:  # envs with nothing stored had 0 there already
+                self._tree.set(kept, kept_values, assume_unique=True)
         if keep_last:
             self._current_size.clamp_(max=1)
         else:
@@ -161,53 +251,147 @@ class ReplayBuffer:
         size = int(self._current_size[0])
         if not bool((self._current_size == size).all()):
             raise RuntimeError("gather_all needs every env to hold the same number of steps")
-        offsets = torch.arange(size, device=self._device)
-        idx = (self._current_pos[:, None] - size + offsets[None, :]) % self._max_length
-        rows = torch.arange(self._num_envs, device=self._device)[:, None]
-        return alf_nest.map_structure(lambda b: b[rows, idx], self._storage)
+        return self.get_by_position(self._env_range, self._current_pos - size, size)
 
     def get_batch(self, batch_size: int, batch_length: int = 1,
-                  generator: Optional[torch.Generator] = None) -> Tuple[Any, BatchInfo]:
-        """Uniformly sample ``batch_size`` sequences of ``batch_length`` consecutive steps.
+                  generator: Optional[torch.Generator] = None,
+                  beta: float = 0.4) -> Tuple[Any, BatchInfo]:
+        """Sample ``batch_size`` sequences of ``batch_length`` consecutive steps of one env.
 
-        Returns ``(data [B, L, ...], BatchInfo)``; env rows are chosen in proportion
-        to how many valid sequence starts they hold.
+        A start is valid when its whole sequence is stored: position ``s`` of env ``e``
+        with ``pos[e] - size[e] <= s <= pos[e] - L``.
+
+        - Uniform: every valid start has the same probability; importance weights are 1.
+        - Prioritized: ``P(i) = p_i / sum_{valid j} p_j`` over valid starts, where
+          ``p_i = priority_i ** alpha`` is the tree value. The last ``L - 1`` stored steps
+          of each env are invalid starts; they read as 0 in the tree during the
+          descent (:meth:`SumTree.masked`: one tree write of ``num_envs x (L - 1)``
+          leaves, then their ancestors are restored bit-exactly from a snapshot).
+          This samples exactly the priority distribution restricted to valid starts:
+          no rejection loop, no bias from shifting starts, and a masked (0) leaf is
+          never returned.
+          Importance weights ``w_i = (N * P(i)) ** -beta / max_batch w``, with ``N``
+          the number of valid starts, normalised by the max over the batch.
+
+        Args:
+            batch_size: ``B``.
+            batch_length: ``L``.
+            generator: optional ``torch.Generator`` (on the buffer's device) for
+                reproducible sampling.
+            beta: importance-weight exponent (ignored by uniform buffers).
+        Returns:
+            ``(data [B, L, ...], BatchInfo)``: ``env_ids [B]`` int64, ``positions [B]``
+            int64 absolute start positions, ``importance_weights [B]`` float32.
         """
         valid = (self._current_size - batch_length + 1).clamp(min=0)
         total = int(valid.sum())
         if total <= 0:
             raise RuntimeError(f"{self._name}: not enough data for sequences of length "
                                f"{batch_length} (have {self.total_size()} steps)")
-        r = torch.randint(0, total, (batch_size,), device=self._device, generator=generator)
-        cum = torch.cumsum(valid, 0)
-        env_ids = torch.searchsorted(cum, r, right=True)
-        offset = r - (cum[env_ids] - valid[env_ids])
-        start = self._current_pos[env_ids] - self._current_size[env_ids] + offset
+        if self._prioritized:
+            env_ids, start, weights = self._prioritized_starts(batch_size, batch_length, total,
+                                                               generator, beta)
+        else:
+            r = torch.randint(0, total, (batch_size,), device=self._device, generator=generator)
+            cum = torch.cumsum(valid, 0)
+            env_ids = torch.searchsorted(cum, r, right=True)
+            offset = r - (cum[env_ids] - valid[env_ids])
+            start = self._current_pos[env_ids] - self._current_size[env_ids] + offset
+            weights = torch.ones(batch_size, device=self._device)
         data = self.get_by_position(env_ids, start, batch_length)
-        info = BatchInfo(env_ids=env_ids, positions=start,
-                         importance_weights=torch.ones(batch_size, device=self._device),
+        info = BatchInfo(env_ids=env_ids, positions=start, importance_weights=weights,
                          replay_buffer=self)
         return data, info
 
+    def _prioritized_starts(self, batch_size: int, L: int, num_valid: int,
+                            generator: Optional[torch.Generator], beta: float):
+        """``(env_ids [B], start positions [B], importance weights [B] float32)``."""
+        tree = self._tree
+        # hide the newest L-1 steps of every env (starts that would run past the head);
+        # L <= size <= capacity, so these are distinct slots
+        back = torch.arange(1, L, device=self._device)
+        hidden = self._leaves(self._env_range[:, None],
+                              self._current_pos[:, None] - back[None, :]).reshape(-1)
+        with tree.masked(hidden):
+            total = tree.total().clone()  # a view of the tree: freeze the masked total
+            u = torch.rand(batch_size, generator=generator, dtype=torch.float64,
+                           device=self._device) * total
+            leaf = tree.sample(u)
+            prob = tree.get(leaf) / total
+        env_ids = leaf // self._max_length
+        slot = leaf % self._max_length
+        newest = self._current_pos[env_ids] - 1
+        start = newest - (newest - slot) % self._max_length
+        w = (num_valid * prob) ** (-float(beta))
+        weights = (w / w.max()).to(torch.float32)
+        return env_ids, start, weights
+
     def get_by_position(self, env_ids: torch.Tensor, positions: torch.Tensor,
-                        length: int = 1) -> Any:
-        """Items at absolute ``positions`` ``[B]`` (+0..length-1) of ``env_ids`` ``[B]`` -> ``[B, L, ...]``."""
-        idx = (positions[:, None] + torch.arange(length, device=self._device)[None, :]) % self._max_length
-        rows = env_ids[:, None]
-        return alf_nest.map_structure(lambda b: b[rows, idx], self._storage)
+                        length: int = 1, select: Optional[Callable[[Any], Any]] = None) -> Any:
+        """Items at absolute ``positions`` ``[B]`` (+0..length-1) of ``env_ids`` ``[B]`` -> ``[B, L, ...]``.
+
+        ``select`` picks a sub-nest of the storage to read (e.g. ``lambda s: s.action``)
+        so that one field can be read without touching the others."""
+        B = positions.shape[0]
+        steps = positions[:, None] + torch.arange(length, device=self._device)
+        flat = (env_ids[:, None] * self._max_length + steps % self._max_length).reshape(-1)
+        storage = self._flat_storage if select is None else select(self._flat_storage)
+        return alf_nest.map_structure(
+            lambda b: b.index_select(0, flat).view((B, length) + tuple(b.shape[1:])), storage)
+
+    # -------------------------------------------------------------- priorities
+    def update_priority(self, env_ids: torch.Tensor, positions: torch.Tensor,
+                        priorities: torch.Tensor) -> None:
+        """Set the priority of the items at absolute ``positions [B]`` of ``env_ids [B]``.
+
+        Stores ``(|priority| + eps) ** alpha`` (``priorities [B]``, e.g. ``LossInfo.priority``
+        or absolute TD errors) and raises the max priority given to new items.
+        Positions no longer stored (overwritten since they were sampled, or cleared)
+        and positions not yet written are ignored; among duplicates the last wins.
+        Vectorised, no host sync.
+        """
+        if self._tree is None:
+            raise RuntimeError(f"{self._name}: update_priority needs prioritized=True")
+        env_ids = env_ids.to(self._device, torch.int64).reshape(-1)
+        positions = positions.to(self._device, torch.int64).reshape(-1)
+        new = (priorities.detach().to(self._device, torch.float64).reshape(-1).abs()
+               + self._eps) ** self._alpha
+        stored = self.is_stored(env_ids, positions)
+        leaves = self._leaves(env_ids, positions)
+        # An ignored row rewrites its slot's current value; put those rows first so that
+        # with last-write-wins a real update of the same slot is never undone.
+        values = torch.where(stored, new, self._tree.get(leaves))
+        order = torch.argsort(stored.to(torch.int8), stable=True)
+        self._tree.set(leaves[order], values[order])
+
+    def get_priority(self, env_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Tree values ``priority ** alpha`` ``[B]`` float64 of ``positions`` (0 if not stored)."""
+        if self._tree is None:
+            raise RuntimeError(f"{self._name}: get_priority needs prioritized=True")
+        env_ids = env_ids.to(self._device, torch.int64)
+        positions = positions.to(self._device, torch.int64)
+        values = self._tree.get(self._leaves(env_ids, positions))
+        return torch.where(self.is_stored(env_ids, positions), values, 0.0)
 
     # ---------------------------------------------------------- checkpointing
     def state_dict(self) -> dict:
-        """Storage, counters and field names (tensors, strings and lists only; no pickled
-        objects). The tensors are the live storage, not copies (as ``nn.Module.state_dict``)."""
+        """Storage, counters, field names and (prioritized) the sum tree with its max
+        (tensors, strings and lists only; no pickled objects). The tensors are the live
+        storage, not copies (as ``nn.Module.state_dict``)."""
         paths_and_leaves = alf_nest.flatten_with_paths(self._storage)
-        return {"storage": [leaf for _, leaf in paths_and_leaves],
-                "fields": [path for path, _ in paths_and_leaves],
-                "current_pos": self._current_pos, "current_size": self._current_size}
+        state = {"storage": [leaf for _, leaf in paths_and_leaves],
+                 "fields": [path for path, _ in paths_and_leaves],
+                 "current_pos": self._current_pos, "current_size": self._current_size}
+        if self._tree is not None:
+            state["priority_tree"] = self._tree.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`; a saved buffer whose fields, shapes or dtypes differ
-        from this buffer's spec raises :class:`UserError` naming the field."""
+        from this buffer's spec raises :class:`UserError` naming the field.
+
+        A prioritized buffer loading a state saved without priorities gives every
+        stored item priority 1; a uniform buffer ignores saved priorities."""
         leaves = state["storage"]
         mine = alf_nest.flatten_with_paths(self._storage)
         my_fields = [path for path, _ in mine]
@@ -231,8 +415,26 @@ class ReplayBuffer:
             if dst.shape != src.shape or dst.dtype != src.dtype:
                 raise UserError(f"{self._name}: field '{path}' is {tuple(src.shape)} {src.dtype} in "
                                 f"the saved buffer but {tuple(dst.shape)} {dst.dtype} here")
+        saved_tree = state.get("priority_tree") if self._tree is not None else None
+        if saved_tree is not None:
+            mine_tree = self._tree.state_dict()["tree"]
+            if tuple(saved_tree["tree"].shape) != tuple(mine_tree.shape):
+                raise UserError(f"{self._name}: the saved priority tree has "
+                                f"{saved_tree['tree'].numel()} nodes, expected {mine_tree.numel()}")
         for (_, dst), src in zip(mine, leaves):
             dst.copy_(src)
         self._current_pos.copy_(state["current_pos"])
         self._current_size.copy_(state["current_size"])
-
+        if self._tree is None:
+            return
+        if saved_tree is not None:
+            self._tree.load_state_dict(saved_tree)
+            return
+        logging.warning("%s: the saved buffer has no priorities; every stored item gets "
+                        "priority 1", self._name)
+        self._tree.clear()
+        offsets = torch.arange(self._max_length, device=self._device)
+        pos = self._current_pos[:, None] - 1 - offsets[None, :]  # [E, capacity], newest first
+        stored = offsets[None, :] < self._current_size[:, None]
+        leaves = self._leaves(self._env_range[:, None], pos).reshape(-1)
+        self._tree.set(leaves, stored.reshape(-1).to(torch.float64), assume_unique=True)

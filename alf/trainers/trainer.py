@@ -109,7 +109,8 @@ class Trainer:
 
     def save_checkpoint(self) -> str:
         rb = self._algorithm.replay_buffer
-        rb_state = rb.state_dict() if (rb is not None and self._config.save_replay_buffer) else None
+        save_rb = rb is not None and (self._config.save_replay_buffer or rb.enable_checkpoint)
+        rb_state = rb.state_dict() if save_rb else None
         path = self._checkpointer.save(self._context.iteration, self._training_state(), rb_state)
         self._saved_iteration = self._context.iteration
         self._print_line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")

@@ -27,12 +27,18 @@ class TrainerConfig:
         num_updates_per_train_iter: off-policy: passes (epochs over the whole buffer when
             ``whole_replay_buffer_training``, else sampled mini-batches) per iteration.
         mini_batch_size: sequences per mini-batch (None = the whole buffer in one batch).
-        mini_batch_length: steps per sequence in a mini-batch.
+        mini_batch_length: steps per sequence in a mini-batch (transition learners such as
+            SAC/DQN sample ``n_step + 1`` steps; leave it at 1 for them).
+        update_counter_every_mini_batch: write loss summaries every ``summary_interval``
+            gradient steps (mini-batches) instead of every ``summary_interval`` iterations.
         whole_replay_buffer_training: train on everything in the buffer each iteration
             (PPO the ALF way). None = the algorithm's default.
         clear_replay_buffer: empty the buffer after each iteration. None = algorithm default.
         replay_buffer_length: capacity per env (None = the algorithm's need, e.g. unroll_length+1).
-        priority_replay: use prioritized sampling; ``priority_replay_alpha``/``_beta``/``_eps``.
+        priority_replay: prioritized sampling (Schaul et al. 2016): priorities
+            ``(|p| + priority_replay_eps) ** priority_replay_alpha`` from ``LossInfo.priority``;
+            importance weights with exponent ``priority_replay_beta`` (a float, or a schedule
+            over training progress, e.g. ``@LinearSchedule(0.4, 1.0)`` anneals it to 1).
         offline_buffer_dir: dataset path(s) for offline/hybrid training.
         offline_buffer_length: capacity per env of the offline buffer.
         rl_train_after_update_steps: hybrid: offline-only updates before online RL starts.
@@ -71,12 +77,13 @@ class TrainerConfig:
                  num_updates_per_train_iter: int = 4,
                  mini_batch_size: Optional[int] = None,
                  mini_batch_length: int = 1,
+                 update_counter_every_mini_batch: bool = False,
                  whole_replay_buffer_training: Optional[bool] = None,
                  clear_replay_buffer: Optional[bool] = None,
                  replay_buffer_length: Optional[int] = None,
                  priority_replay: bool = False,
                  priority_replay_alpha: float = 0.7,
-                 priority_replay_beta: float = 0.4,
+                 priority_replay_beta: Union[float, Callable[[float], float]] = 0.4,
                  priority_replay_eps: float = 1e-6,
                  offline_buffer_dir: Union[None, str, List[str]] = None,
                  offline_buffer_length: Optional[int] = None,
@@ -111,6 +118,7 @@ class TrainerConfig:
         self.num_updates_per_train_iter = int(num_updates_per_train_iter)
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = int(mini_batch_length)
+        self.update_counter_every_mini_batch = bool(update_counter_every_mini_batch)
         self.whole_replay_buffer_training = whole_replay_buffer_training
         self.clear_replay_buffer = clear_replay_buffer
         self.replay_buffer_length = replay_buffer_length
@@ -178,8 +186,15 @@ class TrainerConfig:
             raise ConfigError("TrainerConfig.async_unroll=True is not available yet in this "
                               "version; set it to False (synchronous unroll)")
         if self.priority_replay:
-            raise ConfigError("TrainerConfig.priority_replay=True: prioritized replay is not "
-                              "available yet in this version; set it to False")
+            if not 0.0 <= self.priority_replay_alpha <= 1.0:
+                raise ConfigError("TrainerConfig.priority_replay_alpha must be in [0, 1], got "
+                                  f"{self.priority_replay_alpha}")
+            if not callable(self.priority_replay_beta) and \
+                    not 0.0 <= float(self.priority_replay_beta) <= 1.0:
+                raise ConfigError("TrainerConfig.priority_replay_beta must be in [0, 1] (or a "
+                                  f"schedule such as @LinearSchedule), got {self.priority_replay_beta}")
+            if self.priority_replay_eps <= 0:
+                raise ConfigError("TrainerConfig.priority_replay_eps must be > 0")
         if self.offline_buffer_dir:
             raise ConfigError("TrainerConfig.offline_buffer_dir: offline/hybrid training is not "
                               "available yet in this version")

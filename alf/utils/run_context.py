@@ -43,13 +43,18 @@ class RunContext:
         """Whether summaries are due in the current iteration."""
         return self.summary_writer is not None and self.iteration % self.summary_interval == 0
 
-    def add_scalar(self, tag: str, value: Any) -> None:
-        """Write ``value`` under ``tag`` against iterations, and ``tag`` in
+    def should_summarize_update(self) -> bool:
+        """``TrainerConfig.update_counter_every_mini_batch``: whether the gradient step just
+        taken (``num_updates``) is due for loss summaries."""
+        return self.summary_writer is not None and self.num_updates % self.summary_interval == 0
+
+    def add_scalar(self, tag: str, value: Any, step: Optional[int] = None) -> None:
+        """Write ``value`` under ``tag`` against ``step`` (default: iterations), and ``tag`` in
         ``<group>_vs_EnvironmentSteps`` against env steps (ALF's convention)."""
         if self.summary_writer is None:
             return
         v = float(value)
-        self.summary_writer.add_scalar(tag, v, self.iteration)
+        self.summary_writer.add_scalar(tag, v, self.iteration if step is None else int(step))
         group, _, name = tag.rpartition("/")
         self.summary_writer.add_scalar(f"{group or 'Metrics'}_vs_EnvironmentSteps/{name}", v,
                                        self.env_steps)

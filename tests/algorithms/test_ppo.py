@@ -246,14 +246,14 @@ def test_train_iter_keeps_the_last_step_for_the_next_iteration():
         before = [p.detach().clone() for p in alg.parameters()]
         assert alg.train_iter() == 8
         buf = alg.replay_buffer
-        assert buf.max_length == 5  # unroll_length + 1
+        assert buf.max_length == 6  # unroll_length + 1 kept step + 1 slot for its predecessor
         assert torch.equal(buf.current_size(), torch.ones(2, dtype=torch.int64))
         first = alg.gathered[0]
         assert first.time_step.step_type.shape == (2, 4)  # nothing kept yet: 4 steps
         # 3 transitions x 2 envs = 6 samples, mini-batches of 4 -> 2 per epoch, 2 epochs
         assert ctx.num_updates == 4 and ctx.env_steps == 8
         assert all(not torch.equal(a, p) for a, p in zip(before, alg.parameters()))
-        kept = buf.gather_all()
+        kept = alg.gather_replay()
         for k, g in zip(nest.flatten(kept), nest.flatten(first)):
             assert torch.equal(k[:, 0], g[:, -1])
 

@@ -93,16 +93,22 @@ def test_off_policy_unroll_stores_what_the_env_produced(env):
     assert alg.unroll(3) is None  # continues the episode: no reset in between
     assert env.num_resets == 1 and ctx.env_steps == 14
     buf = alg.replay_buffer
-    assert buf.max_length == 5 and torch.equal(buf.current_size(), torch.tensor([5, 5]))
-    stored = buf.gather_all()  # [B, T]: the newest 5 of the 7 steps
-    for t in range(5):
-        for mine, theirs in zip(nest.flatten(stored.time_step), nest.flatten(env.produced[t + 2])):
+    # unroll_length + 1 kept step + 1 slot for the kept step's predecessor
+    assert buf.max_length == 6 and torch.equal(buf.current_size(), torch.tensor([6, 6]))
+    stored = alg.gather_replay()  # [B, T]: the newest 6 of the 7 steps (derived fields restored)
+    for t in range(6):
+        produced = env.produced[t + 1]
+        if t == 0:  # prev_action is not stored; the oldest step's predecessor was overwritten
+            stored_t0 = nest.map_structure(lambda x: x[:, 0], stored.time_step)
+            assert torch.equal(stored_t0.prev_action, torch.zeros_like(produced.prev_action))
+            produced = produced._replace(prev_action=stored_t0.prev_action)
+        for mine, theirs in zip(nest.flatten(stored.time_step), nest.flatten(produced)):
             assert torch.equal(mine[:, t], theirs)
     ts = stored.time_step
     nf = ts.step_type[:, 1:] != F
     assert torch.equal(ts.prev_action[:, 1:][nf], stored.action[:, :-1][nf])
-    assert bool((ts.step_type[:, 3] == F).all())  # time limit 4: F M M M L F M
-    assert not ts.prev_action[:, 3].any()
+    assert bool((ts.step_type[:, 4] == F).all())  # time limit 4: (F) M M M L F M, oldest step dropped
+    assert not ts.prev_action[:, 4].any()
     assert stored.state == ()  # feed-forward policy: no state stored
 
 
@@ -132,9 +138,9 @@ def test_lstm_policy_state_is_zero_at_first_steps(env):
             if not first.all():
                 assert leaf[~first].abs().sum(-1).gt(0).all(), t  # carried otherwise
     # the buffer stores the state *before* each step (the one rollout_step received)
-    stored = alg.replay_buffer.gather_all()
-    for t in range(7):
-        _, state = calls[5 + t]
+    stored = alg.gather_replay()
+    for t in range(8):  # the newest 8 (unroll_length + 2) of 12 steps
+        _, state = calls[4 + t]
         for s, leaf in zip(nest.flatten(stored.state), nest.flatten(state)):
             assert torch.equal(s[:, t], leaf)
 
@@ -165,7 +171,7 @@ def test_initial_collect_steps_use_random_actions_and_skip_training(env):
     alg = _make(ZeroActionPPO, env, config=cfg, ctx=ctx)
     assert alg.train_iter() == 8
     assert ctx.num_updates == 0  # 8 < 12 collected: no training, nothing cleared
-    collected = alg.replay_buffer.gather_all()
+    collected = alg.gather_replay()
     assert collected.action.shape == (2, 4) and bool((collected.action == 1).any())
     alg.train_iter()  # started at 8 < 12: random actions again; 16 >= 12 afterwards: trains
     assert ctx.env_steps == 16 and ctx.num_updates > 0

@@ -1,0 +1,241 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, "SAC: Algorithms and Applications").
+
+Continuous actions: a tanh-squashed Gaussian actor, an ensemble of
+``num_critics`` Q(s, a) critics evaluated as one batched network (twin critics
+by default, target = min over the ensemble), and automatic entropy tuning
+(``alpha`` learned towards ``target_entropy = -dim(A)``).
+
+Discrete actions (Christodoulou 2019): the critics output Q(s, .) for every
+action and the expectations over the policy are exact sums.
+
+One update (``train_step`` on an n-step :class:`Transition` ``[B]``)::
+
+    target = r + discount * (min_k Q'_k(s', a') - alpha * log pi(a'|s')),  a' ~ pi(s')
+    critic loss = 0.5 * sum_k (Q_k(s, a) - target)^2
+    actor loss  = alpha * log pi(a~|s) - min_k Q_k(s, a~),                 a~ ~ pi(s)
+    alpha loss  = -log_alpha * (log pi(a~|s) + target_entropy)
+
+The actor loss reaches the actor through ``dQ/da~`` only (computed with
+``torch.autograd.grad`` w.r.t. the action), so the critics' weight gradients
+are not computed twice and one ``backward`` of the summed loss updates all
+three optimizers.
+"""
+import math
+from functools import partial
+from typing import Any, Callable, NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import alf
+from alf import nest as alf_nest
+from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.data_structures import AlgStep, LossInfo, TimeStep
+from alf.errors import IncompatibleSpecError
+from alf.networks import ActorDistributionNetwork, NormalProjectionNetwork
+from alf.networks.critic_networks import CriticNetwork
+from alf.networks.q_networks import QNetwork
+from alf.replay_buffers.n_step import Transition
+from alf.tensor_specs import TensorSpec
+from alf.utils import dist_utils
+from alf.utils.optimizers import Adam, OptimizerFactory
+from alf.utils.run_context import RunContext
+
+
+class SacInfo(NamedTuple):
+    """Per-row ``[B]`` terms of the SAC losses."""
+    critic_loss: Any = ()
+    actor_loss: Any = ()       # surrogate with the true actor-loss gradient
+    actor_objective: Any = ()  # alpha * log pi - Q, for summaries
+    alpha_loss: Any = ()
+    td_error: Any = ()         # mean_k |Q_k - target|, the priority
+    entropy: Any = ()          # -log pi(a~|s) (continuous) or exact entropy (discrete)
+    q_value: Any = ()
+
+
+def sac_actor_network(input_spec: Any, action_spec: TensorSpec) -> nn.Module:
+    """SB3/CleanRL's SAC actor: 256x256 ReLU MLP, state-dependent log-std clipped to
+    [-20, 2], tanh squashing onto the action bounds (a Categorical for discrete actions)."""
+    head = partial(NormalProjectionNetwork, state_dependent_std=True, scale_distribution=True,
+                   min_std=math.exp(-20), max_std=math.exp(2), projection_output_init_gain=1.0)
+    return ActorDistributionNetwork(input_spec, action_spec, fc_layer_params=(256, 256),
+                                    activation=torch.relu, use_orthogonal_init=False,
+                                    continuous_projection_net_ctor=head)
+
+
+@alf.configurable
+class SacAlgorithm(OffPolicyAlgorithm):
+    """Soft Actor-Critic for continuous (Box [D]) or discrete (scalar Discrete) actions.
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> distribution network;
+            continuous actions need a bounded (tanh-squashed) distribution.
+        critic_network_ctor: continuous: ``ctor(input_spec=(obs_spec, action_spec),
+            num_critics=)`` -> ``q [B, K]``.
+        q_network_ctor: discrete: ``ctor(input_spec=, action_spec=, num_critics=)`` ->
+            ``q [B, K, A]``.
+        num_critics: ensemble size (2 = clipped double Q).
+        target_entropy: None = ``-dim(A)`` (continuous) or ``0.98 * log(A)`` (discrete).
+        initial_alpha: initial entropy coefficient.
+        fixed_alpha: if set, alpha is this constant and not learned.
+        actor_optimizer, critic_optimizer, alpha_optimizer: None = Adam(3e-4).
+        n_step, gamma, target_update_tau, target_update_period: see OffPolicyAlgorithm.
+    """
+
+    def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
+                 actor_network_ctor: Callable = sac_actor_network,
+                 critic_network_ctor: Callable = CriticNetwork,
+                 q_network_ctor: Callable = QNetwork,
+                 num_critics: int = 2,
+                 target_entropy: Optional[float] = None,
+                 initial_alpha: float = 1.0,
+                 fixed_alpha: Optional[float] = None,
+                 actor_optimizer: Optional[OptimizerFactory] = None,
+                 critic_optimizer: Optional[OptimizerFactory] = None,
+                 alpha_optimizer: Optional[OptimizerFactory] = None,
+                 n_step: int = 1, gamma: float = 0.99, target_update_tau: float = 0.005,
+                 target_update_period: int = 1,
+                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 debug_summaries: bool = False, name: str = "SacAlgorithm"):
+        if not isinstance(action_spec, TensorSpec) or not (
+                action_spec.is_discrete() and action_spec.ndim == 0
+                or action_spec.is_continuous() and action_spec.ndim == 1):
+            raise IncompatibleSpecError(
+                f"{name} needs a 1-d continuous (gymnasium Box) or a scalar discrete action "
+                f"space, got {action_spec!r}")
+        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
+                         gamma=gamma, target_update_tau=target_update_tau,
+                         target_update_period=target_update_period, env=env, config=config,
+                         context=context, debug_summaries=debug_summaries, name=name)
+        self._discrete = action_spec.is_discrete()
+        self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        if self._discrete:
+            self._critic = q_network_ctor(input_spec=observation_spec, action_spec=action_spec,
+                                          num_critics=num_critics)
+            num_actions = int(action_spec.maximum) - int(action_spec.minimum) + 1
+            default_entropy = 0.98 * math.log(num_actions)
+        else:
+            self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
+                                               num_critics=num_critics)
+            default_entropy = -float(action_spec.shape[0])
+        self._target_critic = self.register_target(self._critic)
+        self._target_entropy = default_entropy if target_entropy is None else float(target_entropy)
+        self._fixed_alpha = fixed_alpha
+        self._log_alpha = nn.Parameter(torch.tensor(math.log(
+            fixed_alpha if fixed_alpha is not None else initial_alpha)),
+            requires_grad=fixed_alpha is None)
+        self._num_critics = int(num_critics)
+        default = Adam(lr=3e-4)
+        self.add_optimizer(actor_optimizer or default, [self._actor])
+        self.add_optimizer(critic_optimizer or default, [self._critic])
+        if fixed_alpha is None:
+            self.add_optimizer(alpha_optimizer or default, [_ParamHolder(self._log_alpha)])
+        if not self._discrete:
+            self._check_bounded_actor()
+
+    def _check_bounded_actor(self) -> None:
+        spec = self._observation_spec
+        obs = alf_nest.map_structure(lambda s: s.zeros((1,)), spec)
+        with torch.no_grad():
+            dist, _ = self._actor(obs)
+        if not isinstance(dist, torch.distributions.TransformedDistribution):
+            raise IncompatibleSpecError(
+                f"{self._name}: the actor must output a bounded (tanh-squashed) distribution for "
+                "continuous actions; set `NormalProjectionNetwork.scale_distribution = True` "
+                "(and usually `state_dependent_std = True`) in the gin file")
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self._log_alpha.detach().exp()
+
+    # ------------------------------------------------------------- acting
+    def predict_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
+        dist, _ = self._actor(time_step.observation)
+        return AlgStep(output=dist_utils.get_mode(dist), state=state)
+
+    def rollout_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
+        dist, _ = self._actor(time_step.observation)
+        return AlgStep(output=dist.sample(), state=state)
+
+    # ------------------------------------------------------------ training
+    def train_step(self, transition: Transition, state: Any = (), rollout_info: Any = ()) -> AlgStep:
+        if self._discrete:
+            return AlgStep(state=state, info=self._discrete_step(transition))
+        return AlgStep(state=state, info=self._continuous_step(transition))
+
+    def _continuous_step(self, t: Transition) -> SacInfo:
+        obs, next_obs = t.observation, t.next_observation
+        batch = t.valid.shape[0]
+        alpha = self._log_alpha.detach().exp()
+        both = alf_nest.map_structure(lambda a, b: torch.cat([a, b], 0), obs, next_obs)
+        dist, _ = self._actor(both)
+        actions, log_pi = dist_utils.rsample_and_log_prob(dist)  # [2B, D], [2B]
+        new_action, log_pi_new = actions[:batch], log_pi[:batch]
+        with torch.no_grad():
+            next_q = self._target_critic((next_obs, actions[batch:]))[0].min(-1).values
+            target = t.reward + t.discount * (next_q - alpha * log_pi[batch:])
+        q = self._critic((obs, t.action))[0]  # [B, K]
+        diff = q - target[:, None]
+        critic_loss = 0.5 * diff.square().sum(-1)
+        # dQ/da at a~, without touching the critics' weight gradients
+        a_leaf = new_action.detach().requires_grad_(True)
+        q_new = self._critic((obs, a_leaf))[0].min(-1).values
+        dqda, = torch.autograd.grad(q_new.sum(), a_leaf)
+        actor_loss = alpha * log_pi_new - (dqda * new_action).sum(-1)
+        alpha_loss = -self._log_alpha * (log_pi_new.detach() + self._target_entropy)
+        return SacInfo(critic_loss=critic_loss, actor_loss=actor_loss,
+                       actor_objective=(alpha * log_pi_new - q_new).detach(),
+                       alpha_loss=alpha_loss, td_error=diff.detach().abs().mean(-1),
+                       entropy=-log_pi_new.detach(), q_value=q.detach().mean(-1))
+
+    def _discrete_step(self, t: Transition) -> SacInfo:
+        obs, next_obs = t.observation, t.next_observation
+        batch = t.valid.shape[0]
+        alpha = self._log_alpha.detach().exp()
+        both = alf_nest.map_structure(lambda a, b: torch.cat([a, b], 0), obs, next_obs)
+        dist, _ = self._actor(both)
+        log_probs = F.log_softmax(dist.logits, -1)  # [2B, A]
+        probs = log_probs.exp()
+        with torch.no_grad():
+            next_q = self._target_critic(next_obs)[0].min(1).values  # [B, A]
+            next_v = (probs[batch:] * (next_q - alpha * log_probs[batch:])).sum(-1)
+            target = t.reward + t.discount * next_v
+        q_all = self._critic(obs)[0]  # [B, K, A]
+        offset = int(self._action_spec.minimum)
+        index = (t.action.long() - offset).view(batch, 1, 1).expand(-1, q_all.shape[1], 1)
+        q = q_all.gather(2, index).squeeze(2)  # [B, K]
+        diff = q - target[:, None]
+        critic_loss = 0.5 * diff.square().sum(-1)
+        p, lp = probs[:batch], log_probs[:batch]
+        min_q = q_all.detach().min(1).values
+        actor_loss = (p * (alpha * lp - min_q)).sum(-1)
+        entropy = -(p * lp).sum(-1)
+        alpha_loss = self._log_alpha * (entropy.detach() - self._target_entropy)
+        return SacInfo(critic_loss=critic_loss, actor_loss=actor_loss,
+                       actor_objective=actor_loss.detach(), alpha_loss=alpha_loss,
+                       td_error=diff.detach().abs().mean(-1), entropy=entropy.detach(),
+                       q_value=q.detach().mean(-1))
+
+    def calc_loss(self, info: SacInfo) -> LossInfo:
+        loss = info.critic_loss + info.actor_loss
+        if self._fixed_alpha is None:
+            loss = loss + info.alpha_loss
+        return LossInfo(loss=loss, priority=info.td_error,
+                        extra={"critic_loss": info.critic_loss.detach(),
+                               "actor_loss": info.actor_objective,
+                               "alpha_loss": info.alpha_loss.detach(),
+                               "alpha": self.alpha, "entropy": info.entropy,
+                               "q_value": info.q_value})
+
+
+class _ParamHolder(nn.Module):
+    """Wraps a bare parameter so it can get its own optimizer (``add_optimizer`` takes modules)."""
+
+    def __init__(self, param: nn.Parameter):
+        super().__init__()
+        self.__dict__["_param"] = param  # not registered: owned (and checkpointed) by the algorithm
+
+    def parameters(self, recurse: bool = True):
+        yield self._param

@@ -1,0 +1,204 @@
+"""Ensemble layers: ``K`` independent linear layers / MLPs evaluated as one batched op.
+
+Twin critics (SAC, TD3), discrete-SAC Q networks and any other ensemble of
+equally shaped MLPs are computed here with one ``baddbmm`` per layer instead
+of ``K`` separate ``nn.Linear`` calls (a layer with a single output unit, such
+as a Q head, is a multiply-and-sum instead: faster than a gemm with one column).
+On CPU the gemms dominate, so this runs about as fast as ``K`` sequentials;
+on GPU it launches ``K`` times fewer kernels.
+
+Layout: member ``k`` of :class:`EnsembleLinear` has ``weight[k]`` of shape
+``[in, out]`` and ``bias[k]`` of shape ``[1, out]`` and computes
+``x @ weight[k] + bias[k]``, i.e. exactly ``torch.nn.Linear`` with
+``linear.weight = weight[k].T`` and ``linear.bias = bias[k, 0]``.
+
+Inputs are either
+
+* *shared* ``[B, in]``: the same input for every member (e.g. ``concat(obs,
+  action)`` for the first critic layer), or
+* *per member* ``[K, B, in]``: member ``k`` reads ``x[k]``.
+
+Outputs are always per member, ``[K, B, out]``.
+
+Initialisation is ``torch.nn.Linear``'s default for every member
+(kaiming-uniform with ``a=sqrt(5)``, i.e. weights and bias uniform in
+``±1/sqrt(in)``), drawn member by member in the same order and from the same
+random stream as ``K`` separately built ``nn.Sequential`` MLPs (as SB3's
+``ContinuousCritic`` builds its critics). With the same seed an
+:class:`EnsembleMLP` therefore starts from exactly the weights of those
+sequentials.
+"""
+import math
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch import nn
+from torch.nn.utils import skip_init
+
+from alf.networks.network import picklable_fn
+
+
+class EnsembleLinear(nn.Module):
+    """``K`` independent linear layers: ``[B, in]`` or ``[K, B, in]`` -> ``[K, B, out]``."""
+
+    def __init__(self, in_features: int, out_features: int, ensemble_size: int, bias: bool = True,
+                 device=None, dtype=None):
+        """
+        Args:
+            in_features: size of each input sample.
+            out_features: size of each output sample.
+            ensemble_size: number of members ``K``.
+            bias: whether each member has an additive bias.
+            device: device of the parameters (``torch.nn.utils.skip_init`` uses ``"meta"``).
+            dtype: dtype of the parameters.
+        """
+        super().__init__()
+        if ensemble_size < 1:
+            raise ValueError(f"EnsembleLinear: ensemble_size must be >= 1, got {ensemble_size}")
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        self.ensemble_size = int(ensemble_size)
+        factory = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.empty(ensemble_size, in_features, out_features, **factory))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(ensemble_size, 1, out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-initialise every member like a fresh ``nn.Linear`` (member 0 first)."""
+        for k in range(self.ensemble_size):
+            self.reset_member_(k)
+
+    @torch.no_grad()
+    def reset_member_(self, k: int) -> None:
+        """Re-initialise member ``k`` exactly as ``nn.Linear.reset_parameters`` would,
+        consuming the same random numbers in the same order."""
+        w = torch.empty(self.out_features, self.in_features, device=self.weight.device,
+                        dtype=self.weight.dtype)
+        nn.init.kaiming_uniform_(w, a=math.sqrt(5))  # nn.Linear's [out, in] layout
+        self.weight[k].copy_(w.t())
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+            nn.init.uniform_(self.bias[k], -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: shared ``[B, in]`` or per-member ``[K, B, in]`` -> ``[K, B, out]``."""
+        return ensemble_linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"ensemble_size={self.ensemble_size}, bias={self.bias is not None}")
+
+
+def ensemble_linear(x: torch.Tensor, weight: torch.Tensor,
+                    bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """Functional :class:`EnsembleLinear`.
+
+    Args:
+        x: shared input ``[B, in]`` or per-member input ``[K, B, in]``.
+        weight: ``[K, in, out]``.
+        bias: ``[K, 1, out]`` or ``None``.
+    Returns:
+        ``[K, B, out]``.
+    """
+    k = weight.shape[0]
+    if not (x.dim() == 2 or (x.dim() == 3 and x.shape[0] == k)):
+        raise ValueError(f"ensemble_linear: expected input [B, {weight.shape[1]}] or "
+                         f"[{k}, B, {weight.shape[1]}], got {tuple(x.shape)}")
+    if weight.shape[2] == 1:
+        # One output unit (a critic's Q head): multiply and sum. CPU gemm kernels take a
+        # slow path for [B, in] x [in, 1] (at B=in=256, forward + backward ~4x slower).
+        y = torch.sum(x * weight.transpose(1, 2), dim=-1, keepdim=True)  # [K, B, 1]
+        return y if bias is None else y + bias
+    if x.dim() == 2:
+        # Shared input: one batched gemm over a stride-0 view of x (no copy); measured
+        # faster than one [B, in] x [in, K*out] matmul followed by the [B, K, out] ->
+        # [K, B, out] transpose that layout needs (bench/critic_ensemble_bench.py).
+        x = x.expand(k, x.shape[0], x.shape[1])
+    if bias is None:
+        return torch.bmm(x, weight)
+    return torch.baddbmm(bias, x, weight)
+
+
+class EnsembleMLP(nn.Module):
+    """``K`` independent MLPs of the same shape: ``[B, in]`` or ``[K, B, in]`` -> ``[K, B, out]``.
+
+    Hidden layers are followed by ``activation``; the optional output layer
+    (``output_size``) by ``last_activation`` (none by default). Member ``k``
+    equals ``nn.Sequential(Linear, act, ..., Linear)`` with that member's weights.
+    """
+
+    def __init__(self,
+                 input_size: int,
+                 hidden_sizes: Sequence[int],
+                 ensemble_size: int,
+                 output_size: Optional[int] = None,
+                 activation: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
+                 last_activation: Optional[Callable[[torch.Tensor], torch.Tensor]] = None):
+        """
+        Args:
+            input_size: size of the input vector.
+            hidden_sizes: sizes of the hidden layers (may be empty).
+            ensemble_size: number of members ``K``.
+            output_size: size of an output layer without activation (unless
+                ``last_activation``); ``None``: the last hidden layer is the output.
+            activation: activation after every hidden layer.
+            last_activation: activation after the output layer.
+        """
+        super().__init__()
+        self.ensemble_size = int(ensemble_size)
+        self._activation = picklable_fn(activation)
+        self._last_activation = picklable_fn(last_activation)
+        self.layers = nn.ModuleList()
+        # skip_init: the layers are initialised once, member-major, by reset_parameters below,
+        # so the random stream is consumed exactly as by K nn.Sequential built in a row.
+        size = int(input_size)
+        for n in hidden_sizes or ():
+            self.layers.append(skip_init(EnsembleLinear, size, n, ensemble_size))
+            size = n
+        self._num_hidden = len(self.layers)
+        if output_size is not None:
+            self.layers.append(skip_init(EnsembleLinear, size, output_size, ensemble_size))
+            size = output_size
+        self.input_size = int(input_size)
+        self.output_size = size
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Member-major init: member 0's layers first, then member 1's, ... (the
+        random-number order of building ``K`` ``nn.Sequential`` MLPs one after another)."""
+        for k in range(self.ensemble_size):
+            for layer in self.layers:
+                layer.reset_member_(k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: shared ``[B, in]`` or per-member ``[K, B, in]`` -> ``[K, B, output_size]``.
+
+        With no layers at all, a shared input is expanded to ``[K, B, in]`` (a view).
+        """
+        if not self.layers:
+            return x.expand(self.ensemble_size, *x.shape) if x.dim() == 2 else x
+        act = self._activation
+        # Calling the functional form skips nn.Module.__call__ (a few us per layer).
+        for i, layer in enumerate(self.layers):
+            x = ensemble_linear(x, layer.weight, layer.bias)
+            if i < self._num_hidden:
+                x = act(x)
+            elif self._last_activation is not None:
+                x = self._last_activation(x)
+        return x
+
+    def forward_member(self, x: torch.Tensor, k: int) -> torch.Tensor:
+        """Member ``k`` alone: ``[B, in]`` -> ``[B, output_size]`` (``addmm`` on its weight
+        slices; costs ``1/K`` of :meth:`forward`, gradients reach only member ``k``)."""
+        act = self._activation
+        for i, layer in enumerate(self.layers):
+            w = layer.weight[k]
+            x = torch.mm(x, w) if layer.bias is None else torch.addmm(layer.bias[k], x, w)
+            if i < self._num_hidden:
+                x = act(x)
+            elif self._last_activation is not None:
+                x = self._last_activation(x)
+        return x
