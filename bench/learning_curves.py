@@ -79,7 +79,7 @@ def main() -> None:
         ax.plot(xs, ys, label=f"seed {res['seed']}")
     ax.axhline(args.target, color="grey", linestyle="--", linewidth=1, label=f"target {args.target:g}")
     ax.set_xlabel("env steps")
-    ax.set_ylabel("average training return (20 episodes)")
+    ax.set_ylabel("average training return (last TrainerConfig.metric_buffer_size episodes)", fontsize=8)
     ax.set_title(args.title or name)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

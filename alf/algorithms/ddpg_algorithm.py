@@ -136,7 +136,10 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         if self._actor_update_due():
             action, _ = self._actor(t.observation)
             a_leaf = action.detach().requires_grad_(True)
-            q1 = self._critic((t.observation, a_leaf))[0][:, 0]
+            if hasattr(self._critic, "forward_critic"):  # critic 0 alone: 1/K of the work
+                q1 = self._critic.forward_critic((t.observation, a_leaf), 0)
+            else:
+                q1 = self._critic((t.observation, a_leaf))[0][:, 0]
             dqda, = torch.autograd.grad(q1.sum(), a_leaf)
             actor_loss = -(dqda * action).sum(-1)
             objective = -q1.detach()

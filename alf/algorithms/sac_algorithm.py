@@ -167,15 +167,14 @@ class SacAlgorithm(OffPolicyAlgorithm):
 
     def _continuous_step(self, t: Transition) -> SacInfo:
         obs, next_obs = t.observation, t.next_observation
-        batch = t.valid.shape[0]
         alpha = self._log_alpha.detach().exp()
-        both = alf_nest.map_structure(lambda a, b: torch.cat([a, b], 0), obs, next_obs)
-        dist, _ = self._actor(both)
-        actions, log_pi = dist_utils.rsample_and_log_prob(dist)  # [2B, D], [2B]
-        new_action, log_pi_new = actions[:batch], log_pi[:batch]
-        with torch.no_grad():
-            next_q = self._target_critic((next_obs, actions[batch:]))[0].min(-1).values
-            target = t.reward + t.discount * (next_q - alpha * log_pi[batch:])
+        with torch.no_grad():  # separate call: no actor backward over the B next states
+            next_dist, _ = self._actor(next_obs)
+            next_action, next_log_pi = dist_utils.rsample_and_log_prob(next_dist)
+            next_q = self._target_critic((next_obs, next_action))[0].min(-1).values
+            target = t.reward + t.discount * (next_q - alpha * next_log_pi)
+        dist, _ = self._actor(obs)
+        new_action, log_pi_new = dist_utils.rsample_and_log_prob(dist)  # [B, D], [B]
         q = self._critic((obs, t.action))[0]  # [B, K]
         diff = q - target[:, None]
         critic_loss = 0.5 * diff.square().sum(-1)

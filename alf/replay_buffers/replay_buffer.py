@@ -217,18 +217,24 @@ class ReplayBuffer:
         if T > self._max_length:
             raise ValueError(f"{self._name}: cannot add {T} steps to a buffer of length "
                              f"{self._max_length}")
-        if env_ids is None:
-            env_ids = self._env_range
-        env_ids = env_ids.to(self._device, torch.int64)
-        pos = (self._current_pos[env_ids][None, :]
-               + torch.arange(T, device=self._device)[:, None]) % self._max_length  # [T, B]
-        rows = env_ids[None, :].expand(T, -1)
-        alf_nest.map_structure(lambda buf, x: buf.__setitem__((rows, pos), x.to(self._device)),
-                               self._storage, batch)
-        self._give_max_priority(rows, pos)
-        self._current_pos[env_ids] += T
-        self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + T,
-                                                  max=self._max_length)
+        all_rows = env_ids is None
+        env_ids = self._env_range if all_rows else env_ids.to(self._device, torch.int64)
+        start = self._current_pos if all_rows else self._current_pos[env_ids]
+        pos = (start[None, :] + torch.arange(T, device=self._device)[:, None]) % self._max_length
+        flat = (env_ids[None, :] * self._max_length + pos).reshape(-1)  # [T*B] storage rows
+        # one index_copy_ per field into the [num_envs * capacity, ...] view of its storage
+        alf_nest.map_structure(
+            lambda buf, x: buf.index_copy_(0, flat, x.reshape((-1,) + tuple(x.shape[2:])).to(
+                self._device, buf.dtype)), self._flat_storage, batch)
+        if self._tree is not None:  # distinct (env, slot) pairs: no de-duplication needed
+            self._tree.set(flat, self._tree.max_value(), assume_unique=True)
+        if all_rows:
+            self._current_pos += T
+            self._current_size.add_(T).clamp_(max=self._max_length)
+        else:
+            self._current_pos[env_ids] += T
+            self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + T,
+                                                      max=self._max_length)
 
     def clear(self, keep_last: bool = False) -> None:
         """Forget the stored items; with ``keep_last`` the newest step of each env stays

@@ -82,18 +82,20 @@ def _assert_all_close(xs, ys, **kw):
 
 # ------------------------------------------------------------------ continuous
 def _independent_continuous(alg, t, seed):
-    """Same sampled noise as the algorithm (same seed, same batched [s; s'] actor call), the
-    rest computed with torch's own TransformedDistribution rsample / log_prob."""
+    """Same sampled noise as the algorithm (same seed, same order: the actor on s' first,
+    then on s), the rest computed with torch's own TransformedDistribution rsample / log_prob."""
     alpha = alg._log_alpha.exp().item()
     torch.manual_seed(seed)
-    dist, _ = alg._actor(torch.cat([t.observation, t.next_observation]))
-    actions = dist.rsample()
-    log_pi = dist.log_prob(actions)
-    a_new, logp_new = actions[:B], log_pi[:B]
     with torch.no_grad():
-        q_next = alg._target_critic((t.next_observation, actions[B:]))[0]  # [B, 2]
+        next_dist, _ = alg._actor(t.next_observation)
+        next_actions = next_dist.rsample()
+        next_log_pi = next_dist.log_prob(next_actions)
+        q_next = alg._target_critic((t.next_observation, next_actions))[0]  # [B, 2]
         target = t.reward + t.discount * (torch.minimum(q_next[:, 0], q_next[:, 1])
-                                          - alpha * log_pi[B:])
+                                          - alpha * next_log_pi)
+    dist, _ = alg._actor(t.observation)
+    a_new = dist.rsample()
+    logp_new = dist.log_prob(a_new)
     q = alg._critic((t.observation, t.action))[0]
     critic_loss = 0.5 * ((q[:, 0] - target) ** 2 + (q[:, 1] - target) ** 2)
     q_new = alg._critic((t.observation, a_new))[0]
@@ -130,8 +132,8 @@ def test_continuous_critic_loss_recomputed_independently():
     # the min over the two target critics matters in this batch (the test would catch a mean)
     with torch.no_grad():
         torch.manual_seed(7)
-        dist, _ = alg._actor(torch.cat([t.observation, t.next_observation]))
-        qn = alg._target_critic((t.next_observation, dist.rsample()[B:]))[0]
+        dist, _ = alg._actor(t.next_observation)
+        qn = alg._target_critic((t.next_observation, dist.rsample()))[0]
     assert (qn[:, 0] - qn[:, 1]).abs().min() > 1e-3
 
 
