@@ -183,32 +183,11 @@ class ReplayBuffer:
         """Sum-tree leaf (``env * capacity + slot``) of absolute ``positions`` (any shape)."""
         return env_ids * self._max_length + positions % self._max_length
 
-    def _give_max_priority(self, env_ids: torch.Tensor, positions: torch.Tensor) -> None:
-        if self._tree is not None:  # distinct (env, slot) pairs: no de-duplication needed
-            self._tree.set(self._leaves(env_ids, positions).reshape(-1),
-                           self._tree.max_value(), assume_unique=True)
-
     def add_batch(self, batch: Any, env_ids: Optional[torch.Tensor] = None) -> None:
         """Append one step per row: ``batch`` leaves are ``[B, ...]``, ``env_ids`` ``[B]``
         (defaults to ``arange(num_envs)``). Env ids in one call must be distinct.
         Prioritized: the new items get the largest priority set so far (1.0 initially)."""
-        if env_ids is None:
-            pos = self._current_pos % self._max_length
-            rows = self._env_range
-            alf_nest.map_structure(lambda buf, x: buf.__setitem__((rows, pos), x.to(self._device)),
-                                   self._storage, batch)
-            self._give_max_priority(rows, pos)
-            self._current_pos += 1
-            self._current_size.clamp_(max=self._max_length - 1).add_(1)
-            return
-        env_ids = env_ids.to(self._device, torch.int64)
-        pos = self._current_pos[env_ids] % self._max_length
-        alf_nest.map_structure(lambda buf, x: buf.__setitem__((env_ids, pos), x.to(self._device)),
-                               self._storage, batch)
-        self._give_max_priority(env_ids, pos)
-        self._current_pos[env_ids] += 1
-        self._current_size[env_ids] = torch.clamp(self._current_size[env_ids] + 1,
-                                                  max=self._max_length)
+        self.add_sequence(alf_nest.map_structure(lambda x: x.unsqueeze(0), batch), env_ids)
 
     def add_sequence(self, batch: Any, env_ids: Optional[torch.Tensor] = None) -> None:
         """Append ``T`` consecutive steps per row at once: ``batch`` leaves are time-major
