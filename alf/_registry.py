@@ -7,6 +7,7 @@ _MODULES = [
     "alf.environments",
     "alf.networks",
     "alf.algorithms.data_transformers",
+    "alf.algorithms.frame_stacker",
     "alf.algorithms.actor_critic_loss",
     "alf.algorithms.ppo_loss",
     "alf.algorithms.actor_critic_algorithm",

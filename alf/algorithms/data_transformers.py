@@ -21,6 +21,7 @@ import torch.nn as nn
 
 import alf
 from alf.data_structures import StepType, TimeStep
+from alf.errors import ConfigError
 from alf.tensor_specs import TensorSpec, zeros_from_spec
 from alf.utils.normalizers import NestNormalizer, RunningMeanVar
 
@@ -36,7 +37,15 @@ class DataTransformer(nn.Module):
         state_spec: nest of :class:`TensorSpec` of the per-environment state
             (``()`` for stateless transformers).
     Subclasses that change the observation set ``self._transformed_observation_spec``.
+
+    Class attributes:
+        changes_observation: False for transformers that only touch rewards (or
+            nothing); only those may follow a frame stacker.
+        stacks_frames: True for :class:`~alf.algorithms.frame_stacker.FrameStacker`.
     """
+
+    changes_observation: bool = True
+    stacks_frames: bool = False
 
     def __init__(self, observation_spec: Nest, state_spec: Nest = ()):
         super().__init__()
@@ -72,6 +81,8 @@ class DataTransformer(nn.Module):
 class IdentityDataTransformer(DataTransformer):
     """Leaves time steps unchanged (what ``data_transformer_ctor=None`` gives)."""
 
+    changes_observation = False
+
     def __init__(self, observation_spec: Nest):
         super().__init__(observation_spec)
 
@@ -96,6 +107,12 @@ class SequentialDataTransformer(DataTransformer):
             member = ctor(observation_spec=spec)
             if not isinstance(member, DataTransformer):
                 raise TypeError(f"{ctor} built {type(member).__name__}, not a DataTransformer")
+            if any(m.stacks_frames for m in members) and member.changes_observation:
+                raise ConfigError(
+                    f"{type(member).__name__} changes observations but comes after a "
+                    "FrameStacker in data_transformer_ctor: replay buffers store single frames "
+                    "and re-stack them, so list FrameStacker after every transformer that "
+                    "changes observations (reward transformers may follow it).")
             members.append(member)
             spec = member.transformed_observation_spec
         super().__init__(observation_spec, state_spec=tuple(m.state_spec for m in members))
@@ -147,6 +164,8 @@ class ObservationNormalizer(DataTransformer):
 class RewardScaling(DataTransformer):
     """Multiply rewards by ``scale``."""
 
+    changes_observation = False
+
     def __init__(self, observation_spec: Nest, scale: float = 1.0):
         super().__init__(observation_spec)
         self._scale = scale
@@ -158,6 +177,8 @@ class RewardScaling(DataTransformer):
 @alf.configurable
 class RewardClipping(DataTransformer):
     """Clamp rewards to ``[minmax[0], minmax[1]]`` (``(-1, 1)`` is DQN-style Atari clipping)."""
+
+    changes_observation = False
 
     def __init__(self, observation_spec: Nest, minmax: Tuple[float, float] = (-1.0, 1.0)):
         super().__init__(observation_spec)
@@ -188,6 +209,8 @@ class RewardNormalizer(DataTransformer):
         reward_shape: shape of one reward (``()``, or ``(k,)`` for multi-dim rewards).
     State: ``TensorSpec(reward_shape)`` per environment, i.e. ``[B]`` by default.
     """
+
+    changes_observation = False
 
     def __init__(self, observation_spec: Nest, gamma: float = 0.99,
                  clip_value: Optional[float] = 10.0, epsilon: float = 1e-8,

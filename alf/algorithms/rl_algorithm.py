@@ -22,6 +22,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.frame_stacker import find_frame_stacker
 from alf.algorithms.replay_training import train_on_batch, whole_buffer_mini_batches
 from alf.data_structures import Experience, LossInfo, TimeStep
 from alf.errors import ConfigError
@@ -80,6 +81,7 @@ class RLAlgorithm(Algorithm):
         # unroller holds the env.
         self.__dict__["_replay_buffer"] = None
         self.__dict__["_unroller"] = None
+        self.__dict__["_frame_stacker"] = None  # part of the data transformer, not a submodule
         self._unroll_accumulator = 0.0
         self._prepared = False
 
@@ -156,12 +158,16 @@ class RLAlgorithm(Algorithm):
         exp = Experience(time_step=ts, action=alg_step.output, rollout_info=alg_step.info,
                          state=self.get_initial_rollout_state(batch)
                          if not alf_nest.is_empty(self.rollout_state_spec) else ())
+        # a FrameStacker's frames are stored once and re-stacked when sampled
+        self.__dict__["_frame_stacker"] = find_frame_stacker(self._data_transformer)
         length = self._config.replay_buffer_length if self._config is not None else None
         if length is None:
             if self._regime("whole_replay_buffer_training"):
                 # +1: the newest step is kept across clears so no transition is lost;
-                # +1: its predecessor's slot too, from which its prev_action is restored.
-                length = int(max(1, self._unroll_length())) + 2
+                # + history: the slots before it, from which its prev_action (1 slot) and
+                # stacked frames (k - 1 slots with a FrameStacker) are restored.
+                length = int(max(1, self._unroll_length())) + 1 + \
+                    experience_storage.history_length(self._frame_stacker)
             else:
                 raise ConfigError(f"{type(self).__name__} is off-policy: set "
                                   "TrainerConfig.replay_buffer_length")
@@ -177,7 +183,8 @@ class RLAlgorithm(Algorithm):
             kwargs = dict(prioritized=True, priority_alpha=cfg.priority_replay_alpha,
                           priority_eps=cfg.priority_replay_eps)
         self.__dict__["_replay_buffer"] = ReplayBuffer(
-            experience_storage.storage_spec(self._full_experience_spec), batch, length,
+            experience_storage.storage_spec(self._full_experience_spec, self._frame_stacker),
+            batch, length,
             device=self.device, **kwargs)
 
     def _unroll_length(self) -> float:
@@ -209,7 +216,8 @@ class RLAlgorithm(Algorithm):
 
     def observe_for_replay(self, experience: Experience) -> None:
         """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""
-        self._replay_buffer.add_sequence(experience_storage.to_storage(experience),
+        self._replay_buffer.add_sequence(experience_storage.to_storage(experience,
+                                                                       self._frame_stacker),
                                          experience.time_step.env_id[0])
 
     # -------------------------------------------------------------- training
@@ -265,8 +273,9 @@ class RLAlgorithm(Algorithm):
             data, info = rb.get_batch(batch_size, length, beta=self._priority_beta())
         else:
             data, info = rb.get_batch(batch_size, length)
-        data = experience_storage.restore_derived_fields(rb, data, info.env_ids, info.positions,
-                                      self._full_experience_spec.time_step.prev_action)
+        data = experience_storage.restore_derived_fields(
+            rb, data, info.env_ids, info.positions,
+            self._full_experience_spec.time_step.prev_action, self._frame_stacker)
         return data._replace(batch_info=info)
 
     def gather_replay(self) -> Experience:
@@ -274,8 +283,9 @@ class RLAlgorithm(Algorithm):
         rb = self._replay_buffer
         data = rb.gather_all()
         env_ids, positions = experience_storage.gather_all_positions(rb)
-        return experience_storage.restore_derived_fields(rb, data, env_ids, positions,
-                                      self._full_experience_spec.time_step.prev_action)
+        return experience_storage.restore_derived_fields(
+            rb, data, env_ids, positions, self._full_experience_spec.time_step.prev_action,
+            self._frame_stacker)
 
     def train_from_replay_buffer(self) -> Optional[LossInfo]:
         """Off-policy update(s) from the replay buffer (see module docstring)."""

@@ -17,8 +17,16 @@ HalfCheetah). The algorithm strips them on the way in (:func:`storage_spec`,
 A restored ``prev_action`` is zeros where the previous step is no longer in the
 buffer (overwritten, or dropped by ``clear()``); this only matters for the first
 step of a sequence that starts exactly at the oldest stored step mid-episode.
+
+With a :class:`~alf.algorithms.frame_stacker.FrameStacker` a third field is
+derived: a stacked observation is rebuilt from the newest frames stored at its
+own and the ``k - 1`` preceding positions (only the newest frame is stored).
+Frames that precede the oldest physically present step are replaced by the
+oldest one, which again only affects sequences starting within ``k - 1`` steps
+of the oldest stored step mid-episode; whole-buffer training sizes its ring so
+that this never happens.
 """
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -26,22 +34,40 @@ from alf import nest as alf_nest
 from alf.data_structures import Experience, StepType, TimeStep
 
 
-def _strip(experience: Experience) -> Experience:
+def _strip(experience: Experience, frame_stacker: Any = None) -> Experience:
     ts = experience.time_step
     if not isinstance(ts, TimeStep):
         raise TypeError(f"expected Experience.time_step to be a TimeStep, got {type(ts).__name__}")
-    return experience._replace(time_step=ts._replace(prev_action=(), env_id=()))
+    ts = ts._replace(prev_action=(), env_id=())
+    return experience._replace(time_step=ts)
 
 
-def storage_spec(experience_spec: Experience) -> Experience:
+def storage_spec(experience_spec: Experience, frame_stacker: Any = None) -> Experience:
     """The spec a replay buffer is built with: ``experience_spec`` with
-    ``time_step.prev_action = ()`` and ``time_step.env_id = ()``."""
-    return _strip(experience_spec)
+    ``time_step.prev_action = ()`` and ``time_step.env_id = ()``; with a
+    ``frame_stacker``, the observation is one frame (its ``observation_spec``)."""
+    spec = _strip(experience_spec)
+    if frame_stacker is not None:
+        spec = spec._replace(time_step=spec.time_step._replace(
+            observation=frame_stacker.observation_spec))
+    return spec
 
 
-def to_storage(experience: Experience) -> Experience:
-    """``experience`` (any batch dims, e.g. ``[T, B]``) without the derived fields; no copy."""
-    return _strip(experience)
+def to_storage(experience: Experience, frame_stacker: Any = None) -> Experience:
+    """``experience`` (any batch dims, e.g. ``[T, B]``) without the derived fields; no copy
+    (stacked observations become views of their newest frame)."""
+    exp = _strip(experience)
+    if frame_stacker is not None:
+        ts = exp.time_step
+        exp = exp._replace(time_step=ts._replace(
+            observation=frame_stacker.newest_frames(ts.observation)))
+    return exp
+
+
+def history_length(frame_stacker: Any = None) -> int:
+    """Stored steps needed before a sequence to restore it: 1 (``prev_action``), or
+    ``k - 1`` with a ``k``-frame stacker when that is more."""
+    return max(1, frame_stacker.history_length if frame_stacker is not None else 0)
 
 
 def gather_all_positions(buffer) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -52,7 +78,8 @@ def gather_all_positions(buffer) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 def restore_derived_fields(buffer, data: Experience, env_ids: torch.Tensor,
-                           positions: torch.Tensor, full_prev_action_spec: Any) -> Experience:
+                           positions: torch.Tensor, full_prev_action_spec: Any,
+                           frame_stacker: Any = None) -> Experience:
     """Put ``time_step.env_id`` and ``time_step.prev_action`` back into stored data.
 
     Args:
@@ -63,11 +90,14 @@ def restore_derived_fields(buffer, data: Experience, env_ids: torch.Tensor,
         positions: ``[B]`` int64, absolute position of each sequence's first step.
         full_prev_action_spec: the ``prev_action`` spec nest (the action spec), used
             for the dtype of the restored field.
+        frame_stacker: the run's :class:`~alf.algorithms.frame_stacker.FrameStacker`
+            (None: observations are stored whole).
     Returns:
         ``data`` with ``time_step.env_id`` ``[B, L]`` int64 (the row) and
         ``time_step.prev_action`` (nest of ``[B, L, ...]``): the stored action of
         the previous step, zeros where the step is ``FIRST`` or where the previous
-        step has been overwritten (the oldest step of a full ring). ``batch_info`` is
+        step has been overwritten (the oldest step of a full ring); with a
+        ``frame_stacker`` the stacked ``time_step.observation``. ``batch_info`` is
         left as it is.
     """
     step_type = data.time_step.step_type
@@ -79,10 +109,10 @@ def restore_derived_fields(buffer, data: Experience, env_ids: torch.Tensor,
     # the one extra read: the action just before each sequence
     before = buffer.get_by_position(env_ids, prev_pos, 1, select=lambda s: s.action)
     keep = step_type != StepType.FIRST  # [B, L]
+    head = buffer.current_pos().to(device)[env_ids]
     if L > 0:
         # the slot still holds the previous step unless it was overwritten (a cleared step
         # is still there: clear() only moves counters, and the env stream is continuous)
-        head = buffer.current_pos().to(device)[env_ids]
         keep[:, 0] &= (prev_pos >= 0) & (prev_pos >= head - buffer.max_length) & (prev_pos < head)
 
     def _prev(action: torch.Tensor, first: torch.Tensor, spec) -> torch.Tensor:
@@ -92,5 +122,27 @@ def restore_derived_fields(buffer, data: Experience, env_ids: torch.Tensor,
 
     prev_action = alf_nest.map_structure(_prev, data.action, before, full_prev_action_spec)
     env_id = env_ids[:, None].expand(B, L).contiguous()
-    return data._replace(time_step=data.time_step._replace(prev_action=prev_action,
-                                                           env_id=env_id))
+    ts = data.time_step._replace(prev_action=prev_action, env_id=env_id)
+    if frame_stacker is not None:
+        ts = ts._replace(observation=_restack(buffer, ts, env_ids, positions, head,
+                                              frame_stacker))
+    return data._replace(time_step=ts)
+
+
+def _restack(buffer, ts: TimeStep, env_ids: torch.Tensor, positions: torch.Tensor,
+             head: torch.Tensor, frame_stacker: Any) -> Any:
+    """Stacked observations ``[B, L, ...]`` from the stored newest frames of the ``k - 1``
+    positions before each sequence and of the sequence itself."""
+    h = frame_stacker.history_length
+    start = positions - h
+    history = buffer.get_by_position(
+        env_ids, start, h, select=lambda s: (s.time_step.observation, s.time_step.step_type))
+    # history slots still hold real data unless overwritten or before the first step; the
+    # invalid ones form a prefix of the window
+    hist_pos = start[:, None] + torch.arange(h, device=start.device)
+    invalid = (hist_pos < 0) | (hist_pos < (head - buffer.max_length)[:, None])
+    first_valid = invalid.sum(dim=1)
+    observation = alf_nest.map_structure(lambda a, b: torch.cat([a, b], 1), history[0],
+                                         ts.observation)
+    step_type = torch.cat([history[1], ts.step_type], 1)
+    return frame_stacker.stack_window(observation, step_type, first_valid)
