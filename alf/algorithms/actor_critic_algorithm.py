@@ -1,4 +1,14 @@
-"""A2C: on-policy actor-critic trained on each fresh unroll (with gradients)."""
+"""A2C: on-policy actor-critic trained on each fresh unroll (with gradients).
+
+With ``encoding_network_ctor`` the actor and the value network share one
+encoder (as SB3's ``CnnPolicy``): ``observation -> encoder -> features [B, F]``
+feeds both heads, the encoder runs once per step, and the gradients of the
+policy and the value losses both train it. Example (Atari)::
+
+    PPOAlgorithm.encoding_network_ctor = @NatureCnnEncoder
+    ActorDistributionNetwork.fc_layer_params = ()   # linear policy head, gain 0.01
+    ValueNetwork.fc_layer_params = ()               # linear value head, gain 1
+"""
 from typing import Any, Callable, NamedTuple, Optional
 
 import alf
@@ -7,6 +17,7 @@ from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.networks.encoding_networks import check_feature_encoder
 from alf.tensor_specs import TensorSpec
 from alf.utils import dist_utils
 from alf.utils.optimizers import OptimizerFactory
@@ -36,6 +47,10 @@ class ActorCriticAlgorithm(RLAlgorithm):
         observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> network returning a distribution.
         value_network_ctor: ``ctor(input_spec=)`` -> network returning ``[B]`` values.
+        encoding_network_ctor: optional ``ctor(input_spec=observation_spec)`` -> a
+            stateless encoder (e.g. ``NatureCnnEncoder``) shared by the actor and the
+            value network, which are then built on its ``[F]`` output spec (heads;
+            they may still be recurrent). None: each network encodes the observation.
         loss_ctor: builds the loss object (``ActorCriticLoss`` by default).
         optimizer: optimizer factory for all parameters.
     """
@@ -45,12 +60,17 @@ class ActorCriticAlgorithm(RLAlgorithm):
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  value_network_ctor: Callable = ValueNetwork,
+                 encoding_network_ctor: Optional[Callable] = None,
                  loss_ctor: Callable = ActorCriticLoss, env: Any = None, config: Any = None,
                  context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "ActorCriticAlgorithm"):
-        actor_network = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
-        value_network = value_network_ctor(input_spec=observation_spec)
+        encoder, head_input_spec = None, observation_spec
+        if encoding_network_ctor is not None:
+            encoder = encoding_network_ctor(input_spec=observation_spec)
+            head_input_spec = check_feature_encoder(name, encoder)
+        actor_network = actor_network_ctor(input_spec=head_input_spec, action_spec=action_spec)
+        value_network = value_network_ctor(input_spec=head_input_spec)
         state_spec = ActorCriticState(actor=actor_network.state_spec, value=value_network.state_spec)
         super().__init__(observation_spec, action_spec, reward_spec, env=env, config=config,
                          context=context, optimizer=optimizer, train_state_spec=state_spec,
@@ -59,17 +79,27 @@ class ActorCriticAlgorithm(RLAlgorithm):
             raise ConfigError(f"{type(self).__name__} is on-policy and needs TrainerConfig."
                               f"unroll_length >= 2 (the last step of an unroll only provides the "
                               f"bootstrap value), got {config.unroll_length}")
+        self._encoder = encoder  # None, or a registered sub-module (before the heads)
         self._actor_network = actor_network
         self._value_network = value_network
         self._loss = loss_ctor()
 
+    def _encode(self, observation):
+        """Shared features ``[B, F]`` (the observation itself without a shared encoder)."""
+        if self._encoder is None:
+            return observation
+        return self._encoder(observation)[0]
+
     def _policy(self, observation, state: ActorCriticState):
-        dist, actor_state = self._actor_network(observation, state=state.actor)
-        value, value_state = self._value_network(observation, state=state.value)
+        """``observation [B, ...]`` -> (distribution ``[B]``, value ``[B]``, new state)."""
+        x = self._encode(observation)
+        dist, actor_state = self._actor_network(x, state=state.actor)
+        value, value_state = self._value_network(x, state=state.value)
         return dist, value, ActorCriticState(actor=actor_state, value=value_state)
 
     def predict_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:
-        dist, actor_state = self._actor_network(time_step.observation, state=state.actor)
+        x = self._encode(time_step.observation)
+        dist, actor_state = self._actor_network(x, state=state.actor)
         return AlgStep(output=dist_utils.get_mode(dist), state=state._replace(actor=actor_state))
 
     def rollout_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:

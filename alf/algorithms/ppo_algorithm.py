@@ -43,7 +43,8 @@ class PPOTrainInfo(NamedTuple):
 class PPOAlgorithm(ActorCriticAlgorithm):
     """Proximal Policy Optimization with clipped surrogate objective.
 
-    Args: as :class:`ActorCriticAlgorithm`, plus
+    Args: as :class:`ActorCriticAlgorithm` (including ``encoding_network_ctor``, one
+    encoder shared by the policy and value heads, e.g. ``@NatureCnnEncoder``), plus
         gamma, gae_lambda: advantage estimation (GAE over the whole buffer).
         loss_ctor: defaults to :class:`PPOLoss`.
     """
@@ -55,13 +56,15 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  value_network_ctor: Callable = ValueNetwork,
+                 encoding_network_ctor: Optional[Callable] = None,
                  gamma: float = 0.99, gae_lambda: float = 0.95, loss_ctor: Callable = PPOLoss,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "PPOAlgorithm"):
         super().__init__(observation_spec, action_spec, reward_spec,
                          actor_network_ctor=actor_network_ctor,
-                         value_network_ctor=value_network_ctor, loss_ctor=loss_ctor, env=env,
+                         value_network_ctor=value_network_ctor,
+                         encoding_network_ctor=encoding_network_ctor, loss_ctor=loss_ctor, env=env,
                          config=config, context=context, optimizer=optimizer,
                          debug_summaries=debug_summaries, name=name)
         self._gamma = gamma

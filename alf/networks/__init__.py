@@ -1,4 +1,5 @@
-"""Networks: encoders, actor-distribution, value, Q, critic and actor networks (MLP, CNN, LSTM).
+"""Networks: encoders, actor-distribution, value, Q, critic and actor networks (MLP, CNN, LSTM),
+and the Atari image encoders (``NatureCnnEncoder``, ``ImpalaCnnEncoder``).
 
 Importing this package registers every network with gin, plus the torch
 activations gin files may name, e.g. ``ActorDistributionNetwork.activation=@torch.relu``.
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 from alf.networks.network import Network  # noqa: F401
 from alf.networks.encoding_networks import EncodingNetwork, LSTMEncodingNetwork  # noqa: F401
+from alf.networks.image_encoders import ImpalaCnnEncoder, NatureCnnEncoder  # noqa: F401
 from alf.networks.projection_networks import (  # noqa: F401
     CategoricalProjectionNetwork, NormalProjectionNetwork, FastCategorical, StableTanhTransform)
 from alf.networks.actor_distribution_networks import (  # noqa: F401

@@ -35,7 +35,12 @@ def make_projection_net(name: str, input_size: int, action_spec: TensorSpec,
 
 @alf.configurable
 class ActorDistributionNetwork(Network):
-    """Observation ``[B, ...]`` -> (action distribution with batch shape ``[B]``, ``()``)."""
+    """Observation ``[B, ...]`` -> (action distribution with batch shape ``[B]``, ``()``).
+
+    On a shared encoder's features (``input_spec=TensorSpec((F,))``) with
+    ``fc_layer_params=()`` this is a linear policy head: one ``Linear(F, n)``
+    with orthogonal gain 0.01 and zero bias for discrete actions, as SB3/CleanRL.
+    """
 
     def __init__(self,
                  input_spec: Nest,

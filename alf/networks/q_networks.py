@@ -8,6 +8,12 @@ SAC's twin critics (``num_critics=2``), optionally with a dueling head
 Default initialisation is torch's (as SB3's and CleanRL's DQN);
 ``use_orthogonal_init=True`` switches the single-critic MLP/CNN to the
 orthogonal init of the other alf networks.
+
+Images: either ``conv_layer_params`` (a conv stack inside the network's
+:class:`EncodingNetwork`) or ``encoding_network_ctor`` (any stateless feature
+encoder, e.g. :class:`~alf.networks.image_encoders.NatureCnnEncoder`); Nature
+DQN is ``QNetwork.encoding_network_ctor = @NatureCnnEncoder`` with
+``QNetwork.fc_layer_params = ()``: 3 convs + fc 512 + a linear Q head.
 """
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -16,7 +22,7 @@ from torch import nn
 
 import alf
 from alf.errors import IncompatibleSpecError
-from alf.networks.encoding_networks import EncodingNetwork
+from alf.networks.encoding_networks import EncodingNetwork, check_feature_encoder
 from alf.networks.ensemble_layers import EnsembleLinear, EnsembleMLP
 from alf.networks.network import Network
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -43,10 +49,11 @@ class QNetwork(Network):
     Extra outer dims (``[T, B, ...]``) are kept.
 
     * ``num_critics == 1``: an :class:`EncodingNetwork` (convs, fc layers,
-      linear output of size ``num_actions``).
-    * ``num_critics == K > 1``: each critic has its own conv stack (if any);
-      all fully connected layers of the ``K`` critics run as one
-      :class:`EnsembleMLP`.
+      linear output of size ``num_actions``), after the
+      ``encoding_network_ctor`` encoder if one is given.
+    * ``num_critics == K > 1``: each critic has its own conv stack or
+      ``encoding_network_ctor`` encoder (if any); all fully connected layers
+      of the ``K`` critics run as one :class:`EnsembleMLP`.
     * ``dueling``: the features (conv output or preprocessed observation)
       feed two streams with hidden layers ``fc_layer_params`` each, a value
       stream ending in 1 unit and an advantage stream ending in
@@ -60,6 +67,7 @@ class QNetwork(Network):
                  fc_layer_params: Sequence[int] = (256, 256),
                  activation: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
                  conv_layer_params: Optional[Sequence[tuple]] = None,
+                 encoding_network_ctor: Optional[Callable[..., Network]] = None,
                  dueling: bool = False,
                  num_critics: int = 1,
                  use_orthogonal_init: bool = False,
@@ -74,6 +82,10 @@ class QNetwork(Network):
             activation: activation of the conv and hidden fc layers.
             conv_layer_params: ``(channels, kernel, stride[, padding])`` per conv
                 layer, applied to the single ``[C, H, W]`` observation leaf.
+            encoding_network_ctor: ``ctor(input_spec=)`` -> a stateless encoder with
+                a ``[F]`` float output (e.g. ``NatureCnnEncoder``); one per critic.
+                The fc layers, Q head and dueling streams run on its features.
+                Excludes ``conv_layer_params``. The encoder keeps its own init.
             dueling: use separate value and advantage streams, ``q = V + A - mean(A)``.
             num_critics: number of independent Q networks ``K`` (2 for discrete SAC).
             use_orthogonal_init: orthogonal init (gain sqrt(2), zero bias) of the
@@ -86,6 +98,9 @@ class QNetwork(Network):
         _check_discrete_action_spec(name, action_spec)
         if int(num_critics) < 1:
             raise ValueError(f"{name}: num_critics must be >= 1, got {num_critics}")
+        if encoding_network_ctor is not None and conv_layer_params:
+            raise ValueError(f"{name}: give either conv_layer_params or encoding_network_ctor, "
+                             "not both (the encoder replaces the conv stack)")
         super().__init__(input_spec, name=name)
         self._action_spec = action_spec
         self._num_actions = action_spec.num_actions
@@ -93,25 +108,37 @@ class QNetwork(Network):
         self._dueling = bool(dueling)
         n = self._num_actions
 
-        def encoder(fc=(), last=None, suffix=".encoder"):
+        def encoder(fc=(), last=None, suffix=".encoder", spec=input_spec):
             return EncodingNetwork(
-                input_spec, conv_layer_params=conv_layer_params, fc_layer_params=fc,
+                spec, conv_layer_params=conv_layer_params, fc_layer_params=fc,
                 activation=activation, last_layer_size=last,
                 use_orthogonal_init=use_orthogonal_init, preprocess_images=preprocess_images,
                 name=name + suffix)
 
-        self._q_encoder = None      # single plain critic: the whole network
-        self._encoders = None       # per-critic feature encoders (conv or preprocessing)
+        def features():
+            enc = encoding_network_ctor(input_spec=input_spec)
+            check_feature_encoder(name, enc)
+            return enc
+
+        self._q_encoder = None      # single plain critic: the whole network (or its head)
+        self._encoders = None       # per-critic feature encoders (conv, ctor or preprocessing)
         self._mlp = None            # EnsembleMLP over the features
         self._value_head = self._adv_head = None
         if k == 1 and not self._dueling:
-            self._q_encoder = encoder(fc_layer_params, last=n)
+            if encoding_network_ctor is None:
+                self._q_encoder = encoder(fc_layer_params, last=n)
+            else:
+                self._encoders = nn.ModuleList([features()])
+                self._q_encoder = encoder(fc_layer_params, last=n, suffix=".head",
+                                          spec=self._encoders[0].output_spec)
         else:
-            if conv_layer_params:
+            if encoding_network_ctor is not None:
+                self._encoders = nn.ModuleList(features() for _ in range(k))
+            elif conv_layer_params:
                 self._encoders = nn.ModuleList(encoder(suffix=f".encoder{i}") for i in range(k))
             else:  # preprocessing only, shared by all critics (it has no parameters)
                 self._encoders = nn.ModuleList([encoder()])
-            feat = self._encoders[0].output_size
+            feat = self._encoders[0].output_spec.shape[0]
             if self._dueling:
                 # members [0, K): value streams, [K, 2K): advantage streams
                 self._mlp = EnsembleMLP(feat, fc_layer_params, 2 * k, activation=activation)
@@ -168,6 +195,8 @@ class QNetwork(Network):
     def forward(self, inputs: Nest, state: Nest = ()) -> Tuple[torch.Tensor, Nest]:
         """``inputs`` ``[B, ...]`` -> (q ``[B, num_actions]`` or ``[B, K, num_actions]``, ``state``)."""
         if self._q_encoder is not None:
+            if self._encoders is not None:  # encoding_network_ctor's features
+                inputs = self._encoders[0](inputs)[0]
             return self._q_encoder(inputs)[0], state
         if self._dueling:
             v, a, outer = self._dueling_streams(inputs)

@@ -18,7 +18,12 @@ Nest = Any
 
 @alf.configurable
 class ValueNetwork(Network):
-    """Observation ``[B, ...]`` -> (value ``[B]``, ``()``). Outer dims beyond ``[B]`` are kept."""
+    """Observation ``[B, ...]`` -> (value ``[B]``, ``()``). Outer dims beyond ``[B]`` are kept.
+
+    On a shared encoder's features (``input_spec=TensorSpec((F,))``) with
+    ``fc_layer_params=()`` this is a linear value head: one ``Linear(F, 1)``
+    with orthogonal gain 1 and zero bias, as SB3/CleanRL.
+    """
 
     def __init__(self,
                  input_spec: Nest,
