@@ -24,7 +24,8 @@ setup(
         "optree>=0.10",
     ],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0"],
+        "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
+                 "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4"],
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],

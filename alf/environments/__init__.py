@@ -2,15 +2,18 @@
 
 Entry point: :func:`create_environment` (gin-configurable). Importing this
 package registers the configurables ``create_environment``,
-``async_env_backend`` and ``MaskVelocityWrapper``.
+``async_env_backend``, ``ale_vector_env_backend``, ``envpool_env_backend``,
+``atari_options`` (Atari preprocessing, :mod:`alf.environments.atari`) and
+``MaskVelocityWrapper``.
 """
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.atari import AtariOptions, atari_options
 from alf.environments.backends import BACKENDS, EnvRequest, register_backend
 from alf.environments.factory import create_environment
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.environments.wrappers import MaskVelocityWrapper
 
 __all__ = [
-    "AlfEnvironment", "BACKENDS", "EnvRequest", "GymVectorEnvironment", "MaskVelocityWrapper",
-    "create_environment", "register_backend",
+    "AlfEnvironment", "AtariOptions", "BACKENDS", "EnvRequest", "GymVectorEnvironment",
+    "MaskVelocityWrapper", "atari_options", "create_environment", "register_backend",
 ]

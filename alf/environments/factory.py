@@ -4,9 +4,11 @@ Gin usage::
 
     create_environment.env_name = "CartPole-v1"
     create_environment.num_parallel_environments = 8
-    create_environment.backend = "auto"          # vector | sync | async | auto
+    create_environment.backend = "auto"   # vector | sync | async | ale_vector | envpool | auto
     create_environment.gym_wrappers = [@MaskVelocityWrapper]
+    atari_options.sticky_action_prob = 0.25  # Atari ids: see alf.environments.atari
 """
+import dataclasses
 import functools
 from typing import Callable, Optional, Sequence
 
@@ -16,6 +18,7 @@ import gymnasium as gym
 from alf.config import configurable
 from alf.environments import backends as _backends
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.atari import AtariOptions, atari_options, is_atari_spec
 from alf.environments.env_ids import find_env_spec
 from alf.errors import UserError
 
@@ -42,7 +45,8 @@ def create_environment(env_name: str = "CartPole-v1",
                        env_kwargs: Optional[dict] = None,
                        gym_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
                        render_mode: Optional[str] = None,
-                       max_episode_steps: Optional[int] = None) -> AlfEnvironment:
+                       max_episode_steps: Optional[int] = None,
+                       atari: Optional[AtariOptions] = None) -> AlfEnvironment:
     """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
 
     Args:
@@ -50,8 +54,11 @@ def create_environment(env_name: str = "CartPole-v1",
             ``"HalfCheetah-v5"`` or ``"module:Env-v0"``.
         num_parallel_environments: batch size ``B`` of every TimeStep.
         backend: ``"vector"`` (native vectorised env), ``"sync"`` (in-process
-            loop), ``"async"`` (subprocesses + shared memory), ``"auto"``
-            (``"vector"`` when the env has a native vector implementation
+            loop), ``"async"`` (subprocesses + shared memory), ``"ale_vector"``
+            (ale-py's C++ Atari vector env), ``"envpool"`` (Atari via envpool),
+            ``"auto"`` (Atari ids: ``"ale_vector"``, or ``"sync"`` when the
+            other arguments need per-env envs, e.g. ``render_mode``; other
+            ids: ``"vector"`` when the env has a native vector implementation
             compatible with the other arguments, else ``"sync"``), or any name
             added with :func:`alf.environments.backends.register_backend`.
         seed: env ``i`` (and its action-space sampler) is seeded with ``seed + i``.
@@ -59,8 +66,16 @@ def create_environment(env_name: str = "CartPole-v1",
         gym_wrappers: callables ``w(env) -> env`` applied, in order, to every
             sub-env (e.g. ``[@MaskVelocityWrapper]`` in gin). They need a
             per-env backend (sync/async), so ``auto`` picks ``"sync"``.
-        render_mode: e.g. ``"rgb_array"`` to make ``render()`` return frames.
-        max_episode_steps: time limit (truncation) overriding the registered one.
+        render_mode: e.g. ``"rgb_array"`` to make ``render()`` return frames
+            (Atari: the ``[210, 160, 3]`` game screen of env 0).
+        max_episode_steps: time limit (truncation) overriding the registered
+            one. For preprocessed Atari ids it is in agent steps and replaces
+            ``AtariOptions.max_episode_frames`` with ``max_episode_steps *
+            frame_skip``.
+        atari: preprocessing and life-loss options for Atari (ALE) ids (see
+            :mod:`alf.environments.atari`); None: the gin-configured
+            ``atari_options()``, resolved here in the main process and carried
+            to env workers. Must be None for other ids.
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
@@ -77,6 +92,18 @@ def create_environment(env_name: str = "CartPole-v1",
     if max_episode_steps is not None and int(max_episode_steps) < 1:
         raise UserError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}.")
     spec = find_env_spec(env_name)
+    if is_atari_spec(spec):
+        atari = atari if atari is not None else atari_options()
+        if not isinstance(atari, AtariOptions):
+            raise UserError(f"create_environment: atari must be an AtariOptions (e.g. "
+                            f"@atari_options() in gin), got {atari!r}.")
+        if max_episode_steps is not None and atari.preprocessing:
+            atari = dataclasses.replace(
+                atari, max_episode_frames=int(max_episode_steps) * atari.frame_skip)
+            max_episode_steps = None
+    elif atari is not None:
+        raise UserError(f"create_environment: atari options were given for '{env_name}', which "
+                        "is not an Atari (ALE) game.")
     request = _backends.EnvRequest(
         env_name=env_name,
         num_envs=int(num_parallel_environments),
@@ -85,6 +112,7 @@ def create_environment(env_name: str = "CartPole-v1",
         gym_wrappers=tuple(_with_gin_bindings(w) for w in gym_wrappers),
         render_mode=render_mode,
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
+        atari=atari,
     )
     if backend == "auto":
         backend = _backends.select_auto_backend(request, spec)

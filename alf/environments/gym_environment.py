@@ -8,10 +8,14 @@ measured by replaying recorded raw outputs through ``step``.
 
 Every returned tensor is freshly allocated except ``env_id``, a constant
 ``arange(B)`` shared by all time steps (treat it as read-only).
+
+Env-specific discount rules that need the gymnasium ``info`` dict (e.g. the
+Atari life-loss discount of :class:`alf.environments.atari.LifeLossDiscount`)
+plug in as an :class:`InfoHook`, so every backend shares one implementation.
 """
 import functools
 import multiprocessing
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -26,6 +30,27 @@ from alf.tensor_specs import zeros_from_spec
 
 # TimeStep(*fields) without the keyword-argument overhead of NamedTuple.__new__
 _new_time_step = functools.partial(tuple.__new__, TimeStep)
+
+
+class InfoHook(Protocol):
+    """Adjusts ``discount`` from the vector env's ``info`` dict (optional, per env).
+
+    :class:`GymVectorEnvironment` calls ``reset(info)`` after every full
+    ``reset()`` and ``hook(info, discount, reset_rows)`` after every ``step``,
+    before the TimeStep is built. ``discount`` is the fresh ``[B]`` float32
+    array about to be returned (0 on termination, else 1); the hook may set
+    entries to 0 in place (vectorised numpy, no per-env Python loop).
+    ``reset_rows`` is the ``[B]`` bool mask of rows that were just autoreset
+    (they are ``FIRST``; their ``info`` describes the new episode), or None
+    when no row was. A hook must not touch those rows' discount.
+    """
+
+    def reset(self, info: Mapping[str, Any]) -> None:
+        """Start tracking from the ``info`` of a full ``reset()``."""
+
+    def __call__(self, info: Mapping[str, Any], discount: np.ndarray,
+                 reset_rows: Optional[np.ndarray]) -> None:
+        """Update ``discount`` (``[B]`` float32) in place from one step's ``info``."""
 
 
 class GymVectorEnvironment(AlfEnvironment):
@@ -47,11 +72,15 @@ class GymVectorEnvironment(AlfEnvironment):
         enforce_autoreset: re-impose reward 0 / not-done on the rows being
             autoreset. Gymnasium's own vector envs already guarantee it, so the
             built-in backends pass False for them (saves ~2 us per step).
+        info_hook: optional :class:`InfoHook` that may zero ``discount`` from
+            the step ``info`` (e.g. on an Atari life loss); None: ``info`` is
+            ignored.
     """
 
     def __init__(self, vector_env: gym.vector.VectorEnv, env_name: str, seed: int = 0,
                  copy_observations: bool = False, step_timeout: Optional[float] = None,
-                 close_timeout: float = 10.0, enforce_autoreset: bool = True):
+                 close_timeout: float = 10.0, enforce_autoreset: bool = True,
+                 info_hook: Optional[InfoHook] = None):
         mode = vector_env.metadata.get("autoreset_mode")
         if mode is not None and not isinstance(mode, AutoresetMode):
             mode = AutoresetMode(mode)
@@ -76,6 +105,7 @@ class GymVectorEnvironment(AlfEnvironment):
         self._convert_obs = spec_utils.make_observation_converter(obs_space, copy_observations)
         self._convert_action = spec_utils.ActionConverter(act_space, self._action_spec).convert
         self._enforce_autoreset = enforce_autoreset
+        self._info_hook = info_hook
         if self._is_async and step_timeout is not None:
             self._step_env = self._step_with_timeout
         else:
@@ -122,10 +152,12 @@ class GymVectorEnvironment(AlfEnvironment):
     def reset(self) -> TimeStep:
         self._check_open()
         if self._seeded:
-            obs, _ = self._env.reset()
+            obs, info = self._env.reset()
         else:
-            obs, _ = self._env.reset(seed=self._seed)
+            obs, info = self._env.reset(seed=self._seed)
             self._seeded = True
+        if self._info_hook is not None:
+            self._info_hook.reset(info)
         self._needs_reset = False
         b = self._batch_size
         self._prev_done = np.zeros(b, dtype=np.bool_)
@@ -148,7 +180,7 @@ class GymVectorEnvironment(AlfEnvironment):
         prev_done = self._prev_done
         any_reset = self._any_reset
         env_action, prev_action = self._convert_action(action, prev_done if any_reset else None)
-        obs, reward, terminated, truncated, _ = self._step_env(env_action)
+        obs, reward, terminated, truncated, info = self._step_env(env_action)
 
         terminated = np.asarray(terminated, dtype=np.bool_)
         done = terminated | truncated
@@ -166,6 +198,8 @@ class GymVectorEnvironment(AlfEnvironment):
         if any_reset:
             step_type -= prev_done
         discount = (~terminated).astype(np.float32)
+        if self._info_hook is not None:
+            self._info_hook(info, discount, prev_done if any_reset else None)
         self._prev_done = done
         self._any_reset = np.count_nonzero(done) > 0
 
