@@ -183,6 +183,32 @@ def _record_lines(source: str, text: str, prefixes: Sequence[str], numbered: boo
             _parsed_lines.append((source, i if numbered else None, line))
 
 
+def _include_cycle(path: str, prefixes: Sequence[str], chain: Tuple[str, ...] = ()
+                   ) -> Optional[List[str]]:
+    """The chain of files ``[a, b, ..., a]`` if following ``include`` s from ``path`` (resolved
+    like gin: each prefix in order) comes back to a file already on the chain; else None."""
+    path = os.path.abspath(path)
+    if path in chain:
+        return list(chain[chain.index(path):]) + [path]
+    if len(chain) > 32 or not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        text = f.read()
+    for line in text.splitlines():
+        m = _INCLUDE.match(line)
+        if not m:
+            continue
+        name = m.group(1)
+        for d in ([""] if os.path.isabs(name) else prefixes):
+            candidate = os.path.join(d, name)
+            if os.path.isfile(candidate):
+                cycle = _include_cycle(candidate, prefixes, chain + (path,))
+                if cycle:
+                    return cycle
+                break
+    return None
+
+
 def binding_location(key: str) -> Optional[str]:
     """Where ``Configurable.param`` (optionally scoped / module-qualified) was last bound
     by :func:`parse_config`: ``"file, line N"`` or ``"--conf_param '...'"``; None if unknown."""
@@ -232,6 +258,15 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
             if config_text is not None:
                 gin.parse_config(config_text)
                 _record_lines(config_name, config_text, list(prefixes))
+    except RecursionError:
+        cycle = _include_cycle(conf_file, list(prefixes)) if conf_file is not None else None
+        if cycle is None:
+            raise
+        raise ConfigError(
+            "include cycle: " + " -> ".join(cycle) + ". `include` looks next to the conf file "
+            "first, then in alf/examples and the working directory, so a file of yours named "
+            f"like a bundled example ('{os.path.basename(cycle[0])}') shadows it: rename "
+            "it.") from None
     except Exception as e:  # noqa: BLE001 - gin raises many types (IOError for includes)
         raise _friendly_gin_error(e, source) from None
     for param in conf_params:

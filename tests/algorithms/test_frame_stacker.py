@@ -255,3 +255,43 @@ def test_trainer_replays_exactly_the_stacked_observations_it_rolled_out(make_tra
             alg.replay_buffer.clear(keep_last=True)
         assert torch.equal(data.time_step.observation, want)
     assert len(seen) == 24  # 6 unrolls of 4 steps, crossing several 7-step episodes
+
+
+def test_atari_replay_returns_the_stacked_frames_the_agent_saw(make_trainer, tmp_path):
+    """dqn_atari.gin on Breakout (ale-py's vector env): the buffer stores [1, 84, 84] per step,
+    sampled [B, 2] sequences are the [4, 84, 84] stacks the agent was given, across resets."""
+    pytest.importorskip("ale_py")
+    conf = """
+    include 'dqn_atari.gin'
+    create_environment.env_name = "ALE/Breakout-v5"
+    create_environment.num_parallel_environments = 2
+    create_environment.max_episode_steps = 30
+    NatureCnnEncoder.conv_layer_params = ((4, 8, 8),)
+    NatureCnnEncoder.fc_layer_params = (8,)
+    TrainerConfig.replay_buffer_length = 200
+    TrainerConfig.num_iterations = 1
+    TrainerConfig.num_threads = 1
+    """
+    trainer = make_trainer(tmp_path / "breakout", conf)
+    alg = trainer.algorithm
+    alg.prepare()
+    assert tuple(alg.replay_buffer.data_spec.time_step.observation.shape) == (1, 84, 84)
+    assert tuple(alg.observation_spec.shape) == (4, 84, 84)
+    seen, steps = [], []
+    rollout_step = alg.rollout_step
+
+    def recording_rollout_step(time_step, state):
+        seen.append(time_step.observation.clone())
+        steps.append(time_step.step_type.clone())
+        return rollout_step(time_step, state)
+
+    alg.rollout_step = recording_rollout_step
+    with torch.no_grad():
+        alg.unroll(70)  # episodes truncated at 30 steps: two resets per env
+    truth = torch.stack(seen)
+    assert int((torch.stack(steps) == FIRST).sum()) >= 4
+    assert truth[1:].float().std() > 0  # real, changing frames
+    data = alg.sample_replay(64, 2)
+    pos, env = data.batch_info.positions.tolist(), data.batch_info.env_ids.tolist()
+    want = torch.stack([truth[p:p + 2, b] for p, b in zip(pos, env)])
+    assert torch.equal(data.time_step.observation, want)

@@ -104,3 +104,11 @@ def test_bad_value_is_traced_to_the_file_and_line_that_set_it(tmp_path, clean_gi
     alf_config.parse_config(conf_file=str(exp), conf_params=["TrainerConfig.unroll_length=-5"])
     assert cli.run_main(TrainerConfig, "prog") == cli.EXIT_USAGE
     assert "(set in --conf_param 'TrainerConfig.unroll_length=-5')" in capsys.readouterr().err
+
+
+def test_include_cycle_names_the_chain_and_the_shadowed_example(tmp_path, clean_gin):
+    """A user file named like a bundled example (here atari.gin, which dqn_atari.gin
+    includes) shadows it: one message naming the cycle instead of a RecursionError."""
+    msg = _error(tmp_path, "include 'dqn_atari.gin'\n", name="atari.gin")
+    assert "include cycle" in msg and "dqn_atari.gin" in msg, msg
+    assert "'atari.gin') shadows it: rename it" in msg, msg
