@@ -10,8 +10,10 @@ Builds the replay buffer of ``dqn_atari.gin`` exactly as training does (the
 unroll path) and reports:
 
 - the buffer's allocated bytes per transition (all stored fields);
-- the process's resident-memory growth while filling, per transition (what the
-  OS really had to provide);
+- the process's resident-memory growth from before the trainer was built to
+  after the buffer was filled (what the OS really had to provide: the buffer,
+  which is zero-filled and so fully resident from creation, plus the env, the
+  networks, the optimizer and the unroll's working memory);
 - both extrapolated to 1M transitions, next to naive stacked storage
   (``[4, 84, 84]`` per transition, as a buffer that stores stacked observations
   would need) and SB3's ``ReplayBuffer`` (observation + next observation, both
@@ -53,6 +55,7 @@ def main() -> None:
     args = p.parse_args()
 
     from alf import config as alf_config
+    from alf.replay_buffers.experience_storage import restore_derived_fields
     from alf.trainers.trainer import Trainer
     from alf.trainers.trainer_config import TrainerConfig
 
@@ -63,11 +66,11 @@ def main() -> None:
               "TrainerConfig.initial_collect_steps=1000000000", "TrainerConfig.num_threads=1",
               "TrainerConfig.evaluate=False"]
     alf_config.parse_config(conf_file="dqn_atari.gin", conf_params=params)
+    rss0 = resident_bytes()  # before the trainer (env, networks, buffer) exists
     trainer = Trainer(TrainerConfig(), tempfile.mkdtemp(prefix="alf_atari_mem_"), quiet=True)
     alg = trainer.algorithm
     alg.prepare()
     rb = alg.replay_buffer
-    rss0 = resident_bytes()
 
     # record the stacked observations the agent saw, to check the re-stacked samples
     seen = []
@@ -86,7 +89,8 @@ def main() -> None:
             if len(seen) > 4 * unroll:  # keep only the recent part in memory
                 del seen[:unroll]
     fill_s = time.perf_counter() - t0
-    rss1 = resident_bytes()
+    # minus what this bench itself keeps: the recorded stacked observations
+    rss1 = resident_bytes() - sum(x.numel() * x.element_size() for x in seen)
     stored = int(rb.current_size().sum())
 
     # spot check: samples from the recent part equal what the agent saw
@@ -101,6 +105,18 @@ def main() -> None:
             want = truth[pos - first_kept:pos - first_kept + 2, b]
             assert torch.equal(data.time_step.observation[i], want), (b, pos)
             checked += 1
+    # and 256 sequences that certainly start in the recorded part, through the same read path
+    gen = torch.Generator().manual_seed(0)
+    env_ids = torch.randint(0, rb.num_envs, (256,), generator=gen)
+    positions = torch.randint(first_kept, total - 2, (256,), generator=gen)
+    stored_part = rb.get_by_position(env_ids, positions, 2)
+    restored = restore_derived_fields(rb, stored_part, env_ids, positions,
+                                      alg._full_experience_spec.time_step.prev_action,
+                                      frame_stacker=alg._frame_stacker)
+    want = torch.stack([truth[p - first_kept:p - first_kept + 2, b]
+                        for p, b in zip(positions.tolist(), env_ids.tolist())])
+    assert torch.equal(restored.time_step.observation, want)
+    checked += 256
 
     alloc_per = rb.nbytes / (rb.num_envs * rb.max_length)
     rss_per = (rss1 - rss0) / stored
@@ -111,19 +127,23 @@ def main() -> None:
         "env": args.env, "transitions": stored, "fill_seconds": fill_s,
         "stored_observation_shape": list(obs_spec.shape),
         "allocated_bytes_per_transition": alloc_per,
+        "rss_growth_bytes": rss1 - rss0,
         "rss_bytes_per_transition": rss_per,
         "gib_at_1M_allocated": alloc_per * 1e6 / GIB,
-        "gib_at_1M_rss": rss_per * 1e6 / GIB,
+        # the growth that is not the buffer (env, networks, optimizer) does not scale with it
+        "gib_at_1M_process": (rss1 - rss0 - rb.nbytes + alloc_per * 1e6) / GIB,
         "gib_at_1M_naive_stacked": naive * 1e6 / GIB,
         "gib_at_1M_sb3_obs_and_next_obs": (2 * STACKED_FRAME_BYTES + other) * 1e6 / GIB,
         "restacked_samples_checked": checked,
     }
     print(f"{args.env}: filled {stored:,} transitions in {fill_s:.0f} s "
           f"({stored / fill_s:,.0f} agent steps/s incl. the policy forward)")
-    print(f"  stored observation {tuple(obs_spec.shape)} uint8; {alloc_per:,.0f} B allocated and "
-          f"{rss_per:,.0f} B resident per transition")
-    print(f"  1M transitions: {result['gib_at_1M_allocated']:.2f} GiB allocated, "
-          f"{result['gib_at_1M_rss']:.2f} GiB resident (bar: <= 8 GiB); naive stacked storage "
+    print(f"  stored observation {tuple(obs_spec.shape)} uint8; {alloc_per:,.0f} B allocated per "
+          f"transition; the process grew by {(rss1 - rss0) / GIB:.2f} GiB resident "
+          f"({rss_per:,.0f} B per transition, env + networks included)")
+    print(f"  1M transitions: {result['gib_at_1M_allocated']:.2f} GiB of buffer, "
+          f"{result['gib_at_1M_process']:.2f} GiB for the whole process (bar: <= 8 GiB); "
+          f"naive stacked storage "
           f"{result['gib_at_1M_naive_stacked']:.1f} GiB, SB3 obs+next_obs "
           f"{result['gib_at_1M_sb3_obs_and_next_obs']:.1f} GiB")
     print(f"  {checked} sampled [2]-step sequences re-stacked from single frames equal what the "
