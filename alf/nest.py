@@ -7,7 +7,7 @@ tensors (or specs, or numbers). ``()`` is the empty nest and is used for
 Everything here delegates to optree (C++), so mapping over a nest costs a few
 microseconds regardless of how it is nested.
 """
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional, Sequence
 
 import optree
 
@@ -35,6 +35,15 @@ def _path_string(accessor) -> str:
                 parts.append(str(getattr(entry, attr)))
                 break
     return ".".join(parts)
+
+
+def path_selected(path: str, fields: Optional[Sequence[str]]) -> bool:
+    """Whether nest path ``path`` (as :func:`flatten_with_paths` gives it) is one of
+    ``fields`` or lies under one of them (``"camera"`` selects ``"camera.rgb"``);
+    ``fields=None`` selects every path."""
+    if fields is None:
+        return True
+    return any(path == f or path.startswith(f + ".") for f in fields)
 
 
 def map_structure(fn: Callable, *nests: Nest) -> Nest:

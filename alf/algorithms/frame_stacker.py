@@ -35,10 +35,6 @@ from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 Nest = Any
 
 
-def _selected(path: str, fields: Optional[Sequence[str]]) -> bool:
-    return fields is None or any(path == f or path.startswith(f + ".") for f in fields)
-
-
 def _stacked_spec(spec: TensorSpec, axis: int, times: int) -> TensorSpec:
     """``spec`` with ``times`` copies concatenated along ``axis`` (bounds tiled too)."""
     shape = list(spec.shape)
@@ -77,13 +73,13 @@ class FrameStacker(DataTransformer):
         paths_specs = alf_nest.flatten_with_paths(observation_spec)
         paths = [p for p, _ in paths_specs]
         if fields is not None:
-            unknown = [f for f in fields if not any(_selected(p, [f]) for p in paths)]
+            unknown = [f for f in fields if not any(alf_nest.path_selected(p, [f]) for p in paths)]
             if unknown:
                 raise ConfigError(f"FrameStacker.fields {unknown} not found in the observation; "
                                   f"its leaves are {paths}")
         self._stack_size = int(stack_size)
         self._fields = None if fields is None else list(fields)
-        self._mask: List[bool] = [_selected(p, fields) for p in paths]
+        self._mask: List[bool] = [alf_nest.path_selected(p, fields) for p in paths]
         self._frame_sizes: List[int] = []  # size of one frame along the stack axis, per stacked leaf
         stacked_specs, state_specs = [], []
         for (path, spec), on in zip(paths_specs, self._mask):

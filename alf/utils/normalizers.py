@@ -94,12 +94,6 @@ def _module_key(path: str) -> str:
     return path.replace(".", "/") if path else "_"
 
 
-def _selected(path: str, fields: Optional[Sequence[str]]) -> bool:
-    if fields is None:
-        return True
-    return any(path == f or path.startswith(f + ".") for f in fields)
-
-
 class NestNormalizer(nn.Module):
     """One :class:`RunningMeanVar` per floating-point leaf of a spec nest.
 
@@ -122,7 +116,7 @@ class NestNormalizer(nn.Module):
         self.normalizers = nn.ModuleDict()
         paths = []
         for path, s in alf_nest.flatten_with_paths(spec):
-            if s.dtype.is_floating_point and _selected(path, fields):
+            if s.dtype.is_floating_point and alf_nest.path_selected(path, fields):
                 self.normalizers[_module_key(path)] = RunningMeanVar(s.shape)
                 paths.append(path)
         if fields is not None:
