@@ -93,6 +93,25 @@ def _atari_request(request: EnvRequest, backend: str) -> AtariOptions:
     return request.atari if request.atari is not None else AtariOptions()
 
 
+def check_ale_vector_request(request: EnvRequest) -> None:
+    """Raise a :class:`UserError` naming the option ``"ale_vector"`` cannot honour."""
+    _atari_request(request, "ale_vector")
+
+
+def check_envpool_request(request: EnvRequest) -> AtariOptions:
+    """The request's Atari options, or a :class:`UserError` naming the one ``"envpool"`` cannot honour.
+
+    Needs no envpool: option errors are the same with or without it installed
+    (whether envpool has the game is only known after importing it).
+    """
+    options = _atari_request(request, "envpool")
+    if options.noop_max < 1:
+        raise UserError(f"Cannot build '{request.env_name}': atari_options.noop_max=0 is not "
+                        "supported by backend='envpool' (envpool crashes on it); use noop_max >= 1 "
+                        "or backend='ale_vector' / 'sync'.")
+    return options
+
+
 class _ChannelFirstVectorEnv(gym.vector.VectorObservationWrapper):
     """``AtariVectorEnv`` RGB ``[B, 1, H, W, 3]`` -> ``[B, 3, H, W]`` (fresh, contiguous)."""
 
@@ -219,16 +238,12 @@ def envpool_env_backend(request: EnvRequest, num_threads: int = 0,
         num_threads: envpool worker threads (0: one per env, up to the CPU count).
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
     """
+    options = check_envpool_request(request)  # options first: same errors without envpool
     try:
         import envpool  # pylint: disable=import-outside-toplevel
     except ImportError as e:
         raise UserError(f"backend='envpool' needs envpool, which is not installed ({e}). "
                         'Install it with: pip install -e ".[envpool]"') from None
-    options = _atari_request(request, "envpool")
-    if options.noop_max < 1:
-        raise UserError(f"Cannot build '{request.env_name}': atari_options.noop_max=0 is not "
-                        "supported by backend='envpool' (envpool crashes on it); use noop_max >= 1 "
-                        "or backend='ale_vector' / 'sync'.")
     rom = rom_name(find_env_spec(request.env_name))
     task_id = envpool_task_id(rom)
     if task_id not in envpool.list_all_envs():
@@ -256,5 +271,7 @@ def envpool_backend(request: EnvRequest) -> AlfEnvironment:
     return envpool_env_backend(request)
 
 
-register_backend("ale_vector", ale_vector_backend)
-register_backend("envpool", envpool_backend)
+register_backend("ale_vector", ale_vector_backend, check=check_ale_vector_request,
+                 requires=(("ale_py", "atari"),))
+register_backend("envpool", envpool_backend, check=check_envpool_request,
+                 requires=(("envpool", "envpool"),))

@@ -4,7 +4,11 @@
 It is the extension point for faster engines: an ``"envpool"`` or an
 Atari-specific backend is one function plus ``register_backend(name, fn)``
 (and, if it should be picked automatically, a rule in
-:func:`select_auto_backend`).
+:func:`select_auto_backend`). A backend built on an optional package declares
+it (``requires``) and a ``check`` of the request's options;
+:func:`check_backend_request` runs the check first and only then looks for the
+package (without importing it), so a bad option gives the same error whether
+or not the package is installed.
 
 Built-in backends (all gymnasium 1.x, NEXT_STEP autoreset):
 
@@ -25,6 +29,7 @@ for them) and ``"envpool"`` live in :mod:`alf.environments.atari_backends`.
 """
 import dataclasses
 import functools
+import importlib.util
 import inspect
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -200,13 +205,57 @@ BACKENDS: Dict[str, Callable[[EnvRequest], AlfEnvironment]] = {
     "async": async_backend,
 }
 
+RequestCheck = Callable[[EnvRequest], object]  # raises UserError; return value ignored
+
+
+@dataclasses.dataclass(frozen=True)
+class _BackendNeeds:
+    """What :func:`check_backend_request` verifies before a backend builds anything."""
+    check: Optional[RequestCheck] = None
+    requires: Tuple[Tuple[str, str], ...] = ()
+
+
+_BACKEND_NEEDS: Dict[str, _BackendNeeds] = {}
+
 
 def register_backend(name: str, builder: Callable[[EnvRequest], AlfEnvironment],
-                     overwrite: bool = False) -> None:
-    """Make ``create_environment(backend=name)`` call ``builder(request)``."""
+                     overwrite: bool = False, check: Optional[RequestCheck] = None,
+                     requires: Tuple[Tuple[str, str], ...] = ()) -> None:
+    """Make ``create_environment(backend=name)`` call ``builder(request)``.
+
+    Args:
+        name: the backend name (not ``"auto"``).
+        builder: ``(EnvRequest) -> AlfEnvironment``.
+        overwrite: replace an existing backend of that name.
+        check: ``check(request)`` raises a :class:`UserError` naming the option
+            when ``builder`` cannot honour ``request``. It must not import
+            ``requires`` packages: it runs before they are looked for.
+        requires: ``(module, extra)`` pairs: optional packages the builder
+            imports, and the ``setup.py`` extra that installs each
+            (``pip install -e ".[extra]"`` is what the error suggests).
+    """
     if name == "auto" or (name in BACKENDS and not overwrite):
         raise ValueError(f"backend '{name}' already exists")
     BACKENDS[name] = builder
+    _BACKEND_NEEDS[name] = _BackendNeeds(check, tuple(requires))
+
+
+def check_backend_request(backend: str, request: EnvRequest) -> None:
+    """Raise the :class:`UserError` that building ``request`` with ``backend`` would fail with.
+
+    Imports no optional package. First the backend's ``check`` of the
+    request's options, then its ``requires`` packages (looked up with
+    ``importlib.util.find_spec``): an unsupported option is reported the same
+    way whether or not the package is installed, and the missing-package
+    message is only given for a request the backend could otherwise build.
+    """
+    needs = _BACKEND_NEEDS.get(backend, _BackendNeeds())
+    if needs.check is not None:
+        needs.check(request)
+    for module, extra in needs.requires:
+        if importlib.util.find_spec(module) is None:
+            raise UserError(f"backend='{backend}' needs {module}, which is not installed. "
+                            f'Install it with: pip install -e ".[{extra}]"')
 
 
 def select_auto_backend(request: EnvRequest, spec: EnvSpec) -> str:

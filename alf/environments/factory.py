@@ -116,6 +116,7 @@ def create_environment(env_name: str = "CartPole-v1",
     )
     if backend == "auto":
         backend = _backends.select_auto_backend(request, spec)
+    _backends.check_backend_request(backend, request)  # options, then optional packages
     try:
         return _backends.BACKENDS[backend](request)
     except gym.error.DependencyNotInstalled as e:

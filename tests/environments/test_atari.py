@@ -6,6 +6,7 @@ FIRE for sync vs envpool) the backends must produce bit-identical TimeSteps
 for the same action sequence.
 """
 import dataclasses
+import sys
 
 import gin
 import gymnasium as gym
@@ -298,9 +299,35 @@ def test_incompatible_options_name_option_and_backend():
     with pytest.raises(UserError, match="atari_options.sticky_action_prob"):
         create_environment(BREAKOUT, 1, backend="sync",
                            env_kwargs={"repeat_action_probability": 0.25})
-    if _has_envpool():
-        with pytest.raises(UserError, match="noop_max=0.*envpool"):
-            create_environment(BREAKOUT, 1, backend="envpool", atari=AtariOptions(noop_max=0))
+    # option errors come before the import check: no envpool needed to get them
+    with pytest.raises(UserError, match="noop_max=0.*envpool"):
+        create_environment(BREAKOUT, 1, backend="envpool", atari=AtariOptions(noop_max=0))
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_envpool_option_errors_do_not_need_envpool(installed, monkeypatch):
+    """Each unsupported option names itself whether or not envpool is importable; a valid
+    request without envpool names the package and the extra that installs it."""
+    if installed:
+        pytest.importorskip("envpool", reason="envpool not installed (the [envpool] extra)")
+    else:
+        monkeypatch.setitem(sys.modules, "envpool", None)  # makes `import envpool` fail
+    bad = [(dict(atari=AtariOptions(fire_after_life_loss=True)), "fire_after_life_loss"),
+           (dict(atari=AtariOptions(noop_max=0)), "noop_max=0"),
+           (dict(atari=AtariOptions(preprocessing=False)), "preprocessing=False"),
+           (dict(gym_wrappers=[lambda e: e]), "gym_wrappers"),
+           (dict(env_kwargs={"mode": 0}), "env_kwargs")]
+    for kwargs, option in bad:
+        with pytest.raises(UserError) as info:
+            create_environment(BREAKOUT, 1, backend="envpool", **kwargs)
+        first = str(info.value).splitlines()[0]
+        assert option in first and "backend='envpool'" in first and "not installed" not in first
+    if not installed:
+        with pytest.raises(UserError) as info:
+            create_environment(BREAKOUT, 1, backend="envpool")
+        assert str(info.value).splitlines()[0] == (
+            "backend='envpool' needs envpool, which is not installed. "
+            'Install it with: pip install -e ".[envpool]"')
 
 
 # ---------------------------------------------------------------------- render / raw

@@ -133,6 +133,29 @@ def test_register_backend_extension_point():
         BACKENDS.pop("my_test_backend")
 
 
+def test_backend_checks_options_before_optional_packages():
+    """A registered backend's option check runs first, then its package check, then the build."""
+    built = []
+
+    def check(request):
+        if request.render_mode is not None:
+            raise UserError("render_mode is not supported by backend='needs_pkg_backend'")
+
+    register_backend("needs_pkg_backend", built.append, check=check,
+                     requires=(("alf_no_such_package_xyz", "xyz"),))
+    try:
+        with pytest.raises(UserError, match="render_mode.*needs_pkg_backend"):
+            create_environment("CartPole-v1", backend="needs_pkg_backend", render_mode="rgb_array")
+        with pytest.raises(UserError) as info:
+            create_environment("CartPole-v1", backend="needs_pkg_backend")
+        assert str(info.value).splitlines()[0] == (
+            "backend='needs_pkg_backend' needs alf_no_such_package_xyz, which is not installed. "
+            'Install it with: pip install -e ".[xyz]"')
+        assert built == []
+    finally:
+        BACKENDS.pop("needs_pkg_backend")
+
+
 def test_gin_configures_create_environment():
     gin.clear_config()
     try:
