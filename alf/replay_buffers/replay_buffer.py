@@ -360,27 +360,94 @@ class ReplayBuffer:
 
     # ---------------------------------------------------------- checkpointing
     def state_dict(self) -> dict:
-        """Storage, counters, field names and (prioritized) the sum tree with its max
-        (tensors, strings and lists only; no pickled objects). The tensors are the live
-        storage, not copies (as ``nn.Module.state_dict``)."""
+        """The written part of the buffer, for checkpoints (``torch.load(weights_only=True)``
+        loads it: tensors, ints, strings and lists only, no pickled objects).
+
+        Env ``e`` has written slots ``[0, min(current_pos[e], capacity))`` of its row (a
+        ring writes slots in order from 0 and wraps only once full), and every written
+        slot may be read, not only the ``current_size`` stored items: ``prev_action``
+        and frame re-stacking read the steps just before the oldest stored one, which
+        ``clear()`` leaves in place. So each field is saved as ``[num_envs, W, ...]``,
+        its slots ``[0, W)`` with ``W = max_e min(current_pos[e], capacity)``: 600
+        transitions of a 1M-capacity buffer save 600 slots, not a million.
+
+        Keys: ``version`` (2), ``fields`` (field paths), ``num_envs``, ``capacity``,
+        ``storage`` (one tensor per field), ``current_pos``/``current_size`` ``[num_envs]``
+        int64 and, prioritized, ``priority_tree``: ``leaves`` ``[num_envs, W]`` float64
+        (the tree values of those slots; every other leaf is 0) and ``max_value``.
+        A completely written buffer (``W == capacity``) returns the live storage
+        tensors, not copies (as ``nn.Module.state_dict``); a partly written one
+        returns compact copies (``torch.save`` of a slice would save its whole storage).
+        """
+        written = int(self._current_pos.clamp(max=self._max_length).max()) if self._num_envs else 0
         paths_and_leaves = alf_nest.flatten_with_paths(self._storage)
-        state = {"storage": [leaf for _, leaf in paths_and_leaves],
+        state = {"version": _STATE_VERSION,
                  "fields": [path for path, _ in paths_and_leaves],
-                 "current_pos": self._current_pos, "current_size": self._current_size}
+                 "num_envs": self._num_envs, "capacity": self._max_length,
+                 "storage": [_written_slots(leaf, written) for _, leaf in paths_and_leaves],
+                 "current_pos": self._current_pos.clone(),
+                 "current_size": self._current_size.clone()}
         if self._tree is not None:
-            state["priority_tree"] = self._tree.state_dict()
+            slots = torch.arange(written, device=self._device)
+            leaves = self._leaves(self._env_range[:, None], slots[None, :])
+            state["priority_tree"] = {"leaves": self._tree.get(leaves.reshape(-1)).view(
+                self._num_envs, written), "max_value": self._tree.max_value().clone()}
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`; a saved buffer whose fields, shapes or dtypes differ
-        from this buffer's spec raises :class:`UserError` naming the field.
+        """Restore :meth:`state_dict` exactly: storage contents, positions, sizes and
+        priorities, so sampling with the same generator gives the same batches.
 
-        A prioritized buffer loading a state saved without priorities gives every
-        stored item priority 1; a uniform buffer ignores saved priorities."""
-        leaves = state["storage"]
+        Also loads the older full-capacity format (``storage`` leaves ``[num_envs,
+        capacity, ...]``, ``priority_tree`` the whole tree). Everything is checked
+        before anything is copied; a mismatch raises :class:`UserError` naming the
+        field (names, per-item shapes and dtypes), the ``num_envs x capacity`` layout
+        or the bad counter. A prioritized buffer loading a state saved without
+        priorities gives every stored item priority 1; a uniform buffer ignores
+        saved priorities.
+        """
+        leaves = list(state["storage"])
         mine = alf_nest.flatten_with_paths(self._storage)
-        my_fields = [path for path, _ in mine]
-        saved_fields = state.get("fields")  # absent in buffers saved before fields were recorded
+        self._check_saved_fields(state.get("fields"), [path for path, _ in mine], len(leaves))
+        envs, capacity, written = self._check_saved_layout(state, leaves)
+        for (path, dst), src in zip(mine, leaves):
+            if tuple(src.shape[2:]) != tuple(dst.shape[2:]) or src.dtype != dst.dtype:
+                raise UserError(
+                    f"{self._name}: field '{path}' holds {tuple(src.shape[2:])} {src.dtype} items "
+                    f"in the saved buffer but {tuple(dst.shape[2:])} {dst.dtype} items here")
+            if tuple(src.shape[:2]) != (envs, written):
+                raise UserError(f"{self._name}: field '{path}' of the saved buffer has "
+                                f"{tuple(src.shape[:2])} env x slot entries, expected "
+                                f"{(envs, written)}; the file is damaged")
+        pos, size = self._check_saved_counters(state, written)
+        saved_tree = state.get("priority_tree") if self._tree is not None else None
+        if saved_tree is not None:
+            self._check_saved_priorities(saved_tree, written)
+        for (_, dst), src in zip(mine, leaves):
+            dst[:, :written].copy_(src)
+            dst[:, written:].zero_()
+        self._current_pos.copy_(pos)
+        self._current_size.copy_(size)
+        if self._tree is None:
+            return
+        if saved_tree is None:
+            logging.warning("%s: the saved buffer has no priorities; every stored item gets "
+                            "priority 1", self._name)
+            self._tree.clear()
+            offsets = torch.arange(self._max_length, device=self._device)
+            pos = self._current_pos[:, None] - 1 - offsets[None, :]  # [E, capacity], newest first
+            stored = offsets[None, :] < self._current_size[:, None]
+            tree_leaves = self._leaves(self._env_range[:, None], pos).reshape(-1)
+            self._tree.set(tree_leaves, stored.reshape(-1).to(torch.float64), assume_unique=True)
+        elif "tree" in saved_tree:  # older format: the whole tree
+            self._tree.load_state_dict(saved_tree)
+        else:
+            self._restore_priorities(saved_tree["leaves"], saved_tree["max_value"])
+
+    def _check_saved_fields(self, saved_fields: Optional[list], my_fields: list,
+                            num_saved: int) -> None:
+        """UserError naming missing/unexpected fields (``saved_fields`` None: states saved
+        before field names were recorded, checked by count)."""
         if saved_fields is not None and list(saved_fields) != my_fields:
             missing = [f for f in my_fields if f not in saved_fields]
             extra = [f for f in saved_fields if f not in my_fields]
@@ -390,36 +457,72 @@ class ReplayBuffer:
                 if x) or "fields in a different order"
             raise UserError(f"{self._name}: the saved buffer does not match this buffer's spec: "
                             f"{what}")
-        if len(leaves) != len(mine):
-            raise UserError(f"{self._name}: saved buffer has {len(leaves)} fields, expected {len(mine)}")
-        dims = tuple(leaves[0].shape[:2]) if leaves else (self._num_envs, self._max_length)
-        if dims != (self._num_envs, self._max_length):
-            raise UserError(f"{self._name}: the saved buffer holds {dims[0]} envs x {dims[1]} "
+        if num_saved != len(my_fields):
+            raise UserError(f"{self._name}: saved buffer has {num_saved} fields, expected "
+                            f"{len(my_fields)}")
+
+    def _check_saved_layout(self, state: dict, leaves: list) -> Tuple[int, int, int]:
+        """``(num_envs, capacity, written slots W)`` of a saved state, checked against this
+        buffer (the older format has no ``capacity``: its leaves are ``[E, capacity]``)."""
+        if "capacity" in state:
+            envs, capacity = int(state["num_envs"]), int(state["capacity"])
+            written = int(leaves[0].shape[1]) if leaves else 0
+        else:
+            envs, capacity = (tuple(leaves[0].shape[:2]) if leaves
+                              else (self._num_envs, self._max_length))
+            written = capacity
+        if (envs, capacity) != (self._num_envs, self._max_length):
+            raise UserError(f"{self._name}: the saved buffer holds {envs} envs x {capacity} "
                             f"steps but this one {self._num_envs} envs x {self._max_length} steps")
-        for (path, dst), src in zip(mine, leaves):  # check everything before copying anything
-            if dst.shape != src.shape or dst.dtype != src.dtype:
-                raise UserError(f"{self._name}: field '{path}' is {tuple(src.shape)} {src.dtype} in "
-                                f"the saved buffer but {tuple(dst.shape)} {dst.dtype} here")
-        saved_tree = state.get("priority_tree") if self._tree is not None else None
-        if saved_tree is not None:
-            mine_tree = self._tree.state_dict()["tree"]
-            if tuple(saved_tree["tree"].shape) != tuple(mine_tree.shape):
-                raise UserError(f"{self._name}: the saved priority tree has "
-                                f"{saved_tree['tree'].numel()} nodes, expected {mine_tree.numel()}")
-        for (_, dst), src in zip(mine, leaves):
-            dst.copy_(src)
-        self._current_pos.copy_(state["current_pos"])
-        self._current_size.copy_(state["current_size"])
-        if self._tree is None:
-            return
-        if saved_tree is not None:
-            self._tree.load_state_dict(saved_tree)
-            return
-        logging.warning("%s: the saved buffer has no priorities; every stored item gets "
-                        "priority 1", self._name)
+        if written > capacity:
+            raise UserError(f"{self._name}: the saved buffer has {written} slots per env, more "
+                            f"than its capacity {capacity}")
+        return envs, capacity, written
+
+    def _check_saved_counters(self, state: dict, written: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Saved ``current_pos``/``current_size`` ``[num_envs]``, checked to describe data the
+        state holds (size <= min(pos, capacity), written slots all saved)."""
+        pos, size = state["current_pos"], state["current_size"]
+        for name, x in (("current_pos", pos), ("current_size", size)):
+            if tuple(x.shape) != (self._num_envs,) or x.dtype != torch.int64:
+                raise UserError(f"{self._name}: the saved {name} is {tuple(x.shape)} {x.dtype}, "
+                                f"expected ({self._num_envs},) torch.int64")
+        filled = pos.clamp(max=self._max_length)
+        if bool((size < 0).any() or (size > filled).any() or (filled > written).any()):
+            raise UserError(f"{self._name}: the saved counters (current_pos {pos.tolist()}, "
+                            f"current_size {size.tolist()}) do not match the {written} saved "
+                            f"slots per env of a {self._max_length}-step ring; the file is damaged")
+        return pos.to(self._device), size.to(self._device)
+
+    def _check_saved_priorities(self, saved_tree: dict, written: int) -> None:
+        if "tree" in saved_tree:  # older format
+            expected, got = self._tree.state_dict()["tree"].shape, saved_tree["tree"].shape
+            what = "nodes"
+        else:
+            expected, got = (self._num_envs, written), saved_tree["leaves"].shape
+            what = "priorities"
+        if tuple(got) != tuple(expected):
+            raise UserError(f"{self._name}: the saved priority tree has {tuple(got)} {what}, "
+                            f"expected {tuple(expected)}")
+
+    def _restore_priorities(self, leaves: torch.Tensor, max_value: torch.Tensor) -> None:
+        """Sum tree from the saved values ``[num_envs, W]`` of slots ``[0, W)`` (all other
+        leaves 0) and the saved max. Every node is recomputed from its children, as on
+        any write, so the tree equals the saved one bit for bit."""
+        written = leaves.shape[1]
+        slots = torch.arange(written, device=self._device)
+        index = self._leaves(self._env_range[:, None], slots[None, :]).reshape(-1)
         self._tree.clear()
-        offsets = torch.arange(self._max_length, device=self._device)
-        pos = self._current_pos[:, None] - 1 - offsets[None, :]  # [E, capacity], newest first
-        stored = offsets[None, :] < self._current_size[:, None]
-        leaves = self._leaves(self._env_range[:, None], pos).reshape(-1)
-        self._tree.set(leaves, stored.reshape(-1).to(torch.float64), assume_unique=True)
+        self._tree.set(index, leaves.reshape(-1).to(self._device), assume_unique=True)
+        # set() raised the max to at least max(leaves); the saved max is the one to keep
+        self._tree.load_state_dict({"tree": self._tree.state_dict()["tree"],
+                                    "max_value": max_value})
+
+
+_STATE_VERSION = 2
+
+
+def _written_slots(leaf: torch.Tensor, written: int) -> torch.Tensor:
+    """Slots ``[0, written)`` of a ``[num_envs, capacity, ...]`` storage leaf: the leaf
+    itself when all are written, else a compact copy (not a view of the whole storage)."""
+    return leaf if written == leaf.shape[1] else leaf[:, :written].clone()
