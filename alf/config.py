@@ -12,10 +12,12 @@ import difflib
 import logging
 import os
 import re
+import sys
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import gin
 
+from alf.config_checks import check_bindings
 from alf.errors import ConfigError
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
@@ -44,12 +46,42 @@ def resolve_conf_file(conf: str) -> str:
     for c in candidates:
         if os.path.isfile(c):
             return os.path.abspath(c)
+    for c in candidates:
+        if os.path.isdir(c):
+            inside = sorted(f for f in os.listdir(c) if f.endswith(".gin"))
+            hint = (f": pass one of its files, e.g. {os.path.join(conf, inside[0])} "
+                    f"(it holds {', '.join(inside)})" if inside else " and holds no .gin file")
+            raise ConfigError(f"--conf '{conf}' is a directory, not a gin file{hint}")
     examples = _example_files()
     close = difflib.get_close_matches(os.path.basename(conf), examples, n=3, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise ConfigError(
         f"Config file '{conf}' not found (looked as given, in {os.getcwd()} and in "
         f"{EXAMPLES_DIR}).{hint} Bundled examples: {', '.join(examples)}")
+
+
+_IMPORT_PATH_LINE = "# alf import path: "
+
+
+def import_path_header(dirs: Sequence[str]) -> str:
+    """Comment lines for a saved ``config.gin`` that put ``dirs`` back on ``sys.path`` when
+    it is parsed again (so ``import my_alg`` next to the original .gin keeps working for
+    resume and ``play`` from any working directory)."""
+    return "".join(f"{_IMPORT_PATH_LINE}{d}\n" for d in dirs)
+
+
+def import_dirs_in(text: str) -> List[str]:
+    """The directories named by :func:`import_path_header` lines in ``text``."""
+    return [line[len(_IMPORT_PATH_LINE):].strip() for line in text.splitlines()
+            if line.startswith(_IMPORT_PATH_LINE)]
+
+
+def _add_import_dirs(dirs: Sequence[str]) -> None:
+    """Like running a script: the conf file's folder goes first on ``sys.path``, so a gin
+    ``import my_alg`` finds ``my_alg.py`` next to the .gin file from any cwd."""
+    for d in reversed(list(dirs)):
+        if d and os.path.isdir(d) and d not in sys.path:
+            sys.path.insert(0, d)
 
 
 def _known_configurables() -> List[str]:
@@ -111,6 +143,12 @@ def _friendly_gin_error(exc: Exception, source: str, single_line_source: bool = 
     if isinstance(exc, SyntaxError):
         head = re.sub(r"\s*\([^()]*line \d+\)$", "", head)  # we name the location ourselves
         head = f"syntax error: {head}"
+    m = re.search(r"Failed to parse token '(.*)'", text)  # a bare name where a value goes
+    if m and "malformed node or string" in text:
+        token = m.group(1)
+        head = (f"{token} is not a value: write a string in quotes ('{token}'), a number, "
+                f"True/False/None, a list/tuple of those, or a reference (@{token}, "
+                f"@{token}() or %{token})")
     m = re.match(r"\('([^']*)', \((\d+), \d+\)\)$", text)  # tokenize.TokenError
     if m:
         head = (f"syntax error: {m.group(1).replace('EOF', 'end of file')} "
@@ -210,12 +248,14 @@ def _include_cycle(path: str, prefixes: Sequence[str], chain: Tuple[str, ...] = 
 
 
 def binding_location(key: str) -> Optional[str]:
-    """Where ``Configurable.param`` (optionally scoped / module-qualified) was last bound
+    """Where ``[scope/]Configurable.param`` (optionally module-qualified) was last bound
     by :func:`parse_config`: ``"file, line N"`` or ``"--conf_param '...'"``; None if unknown."""
+    scope, _, key = key.rpartition("/")
     configurable, _, param = key.rpartition(".")
     if not configurable:
         return None
-    pattern = re.compile(r"^\s*(?:[\w.]+/)*(?:[\w.]+\.)?" + re.escape(configurable) + r"\."
+    scopes = re.escape(scope) + "/" if scope else r"(?:[\w.]+/)*"
+    pattern = re.compile(r"^\s*" + scopes + r"(?:[\w.]+\.)?" + re.escape(configurable) + r"\."
                          + re.escape(param) + r"\s*=")
     for source, lineno, line in reversed(_parsed_lines):
         if pattern.match(line):
@@ -244,6 +284,9 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
         conf_file = resolve_conf_file(conf_file)
         search_dirs.insert(0, os.path.dirname(conf_file))
         source = conf_file
+        _add_import_dirs([os.path.dirname(conf_file)])
+    if config_text is not None:
+        _add_import_dirs(import_dirs_in(config_text))
     # gin keeps search prefixes in a module global that clear_config() does not
     # reset (it grew by 2-3 entries per call); rebuild it so earlier parses (other
     # dirs, other cwd) cannot leak in. `include` looks next to the conf file first.
@@ -276,6 +319,7 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
                 gin.parse_config(param)
         except Exception as e:  # noqa: BLE001
             raise _friendly_gin_error(e, f"--conf_param '{param}'", single_line_source=True) from None
+    check_bindings(binding_location)
 
 
 def config_text() -> str:

@@ -111,6 +111,12 @@ class RLAlgorithm(Algorithm):
         return self._replay_buffer
 
     @property
+    def clears_replay_buffer(self) -> bool:
+        """Whether the replay buffer is emptied after every iteration (e.g. PPO's), so
+        nothing in it outlives an iteration or needs checkpointing."""
+        return self._regime("clear_replay_buffer")
+
+    @property
     def metrics(self) -> Optional[EpisodeMetrics]:
         return self._unroller.metrics if self._unroller is not None else None
 

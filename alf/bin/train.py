@@ -6,8 +6,11 @@
 ``--conf`` is resolved as given, relative to the cwd, then in ``alf/examples/``.
 If ``root_dir`` already holds a run (``config.gin``), training resumes from its
 newest valid checkpoint with the saved config (``--conf_param`` may still
-override values, e.g. to extend ``num_env_steps``). Exit status: 0 done,
-2 bad input (nothing written), 130 interrupted (checkpoint saved).
+override values, e.g. to extend ``num_env_steps``; they are kept in the run's
+``config.gin`` for later resumes). A ``root_dir`` with a ``config.gin`` but no
+checkpoint starts over (with ``--conf`` when given). A gin ``import my_module``
+finds ``my_module.py`` next to the ``--conf`` file from any working directory.
+Exit status: 0 done, 2 bad input (nothing written), 130 interrupted.
 """
 import os
 import sys
@@ -26,32 +29,69 @@ PROGRAM = "alf.bin.train"
 
 
 def _main() -> int:
+    from alf.trainers.interrupt_guard import InterruptedBeforeTraining
+    try:
+        trainer = _build_trainer()
+    except KeyboardInterrupt:
+        raise InterruptedBeforeTraining() from None
+    trainer.run()
+    return 0
+
+
+def _build_trainer():
+    """Parse the config (saved one when resuming) and build the experiment; writes nothing."""
     from alf import config as alf_config
-    from alf.errors import ConfigError
+    from alf.errors import ConfigError, UserError
+    from alf.trainers.checkpointer import Checkpointer
     from alf.trainers.trainer import CONFIG_FILE, Trainer
     from alf.trainers.trainer_config import TrainerConfig
 
     if not FLAGS.root_dir:
         raise ConfigError("--root_dir is required (where checkpoints and summaries go)")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
+    if os.path.exists(root_dir) and not os.path.isdir(root_dir):
+        raise UserError(f"--root_dir {root_dir} is an existing file, not a directory: pass a "
+                        "new directory (or the directory of a run to resume)")
     saved = os.path.join(root_dir, CONFIG_FILE)
     params = alf_config.iter_conf_params(FLAGS.conf_param)
-    if os.path.isfile(saved):
+    has_checkpoints = bool(Checkpointer(os.path.join(root_dir, "train")).list_checkpoints())
+    if os.path.isfile(saved) and (has_checkpoints or not FLAGS.conf):
         if FLAGS.conf:
             print(f"{PROGRAM}: resuming {root_dir} with its saved config.gin "
                   f"(--conf {FLAGS.conf} is ignored; use --conf_param to override values)",
                   file=sys.stderr)
         with open(saved) as f:
-            text = f.read()
-        alf_config.parse_config(config_text=text, conf_params=params, config_name=saved)
+            saved_text = f.read()
+        alf_config.parse_config(config_text=saved_text, conf_params=params, config_name=saved)
+        import_dirs = alf_config.import_dirs_in(saved_text)
+        if params:
+            print(f"{PROGRAM}: applying to the saved config (kept for later resumes): "
+                  + ", ".join(params), file=sys.stderr)
     else:
         if not FLAGS.conf:
             raise ConfigError("--conf is required for a new run, e.g. --conf=ppo_cart_pole.gin")
         alf_config.parse_config(conf_file=FLAGS.conf, conf_params=params)
-    text = alf_config.config_text()
-    trainer = Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet)
-    trainer.run()
-    return 0
+        import_dirs = [os.path.dirname(alf_config.resolve_conf_file(FLAGS.conf))]
+    _resolve_random_seed()
+    text = alf_config.import_path_header(import_dirs) + alf_config.config_text()
+    return Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet)
+
+
+def _resolve_random_seed() -> None:
+    """Bind a drawn ``TrainerConfig.random_seed`` when it is None, before the config text is
+    captured, so the saved config (and anything rebuilt from it) has the seed the run used."""
+    import random
+
+    import gin
+    try:
+        seed = gin.query_parameter("TrainerConfig.random_seed")
+    except ValueError:  # not bound: TrainerConfig's default, None
+        seed = None
+    if seed is None:
+        seed = random.SystemRandom().randrange(2 ** 31)
+        gin.bind_parameter("TrainerConfig.random_seed", seed)
+        print(f"{PROGRAM}: TrainerConfig.random_seed not set; using {seed} (saved in config.gin)",
+              file=sys.stderr)
 
 
 def main(argv=None) -> int:

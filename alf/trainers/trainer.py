@@ -2,26 +2,21 @@
 summarises, checkpoints and resumes.
 
 Construction does no I/O in ``root_dir`` (so a bad config writes nothing);
-:meth:`Trainer.run` creates the directory, writes the config, restores the
-newest valid checkpoint and trains until ``num_iterations`` /
-``num_env_steps``. Ctrl-C saves a checkpoint, closes every env (reaping child
-processes) and re-raises ``KeyboardInterrupt`` for the command to exit. The
-first Ctrl-C lets the current iteration finish (so the checkpoint is taken at an
-iteration boundary); a second one stops at once. Env worker processes ignore
-SIGINT, so a terminal Ctrl-C (sent to the whole process group) does not kill them
-mid-step; the trainer closes them.
+:meth:`Trainer.run` first restores the newest valid checkpoint (refusing one of
+another env or network shape before anything is written), then writes the
+config, and trains until ``num_iterations`` / ``num_env_steps``. Ctrl-C (see
+:mod:`alf.trainers.interrupt_guard`) stops at an iteration boundary, saves a
+checkpoint that a second Ctrl-C cannot cut short, closes every env (reaping
+child processes) and raises :class:`TrainingInterrupted` naming the file. A
+crash saves nothing: the newest checkpoint stays the last good state.
 """
-import contextlib
-import csv
 import logging
 import math
 import os
 import random
-import signal
 import sys
-import threading
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
@@ -30,6 +25,11 @@ from alf.environments import create_environment
 from alf.algorithms.data_transformers import create_data_transformer
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
+from alf.trainers.experiment_signature import (check_compatible, experiment_signature,
+                                               load_algorithm_state)
+from alf.trainers.interrupt_guard import (InterruptGuard, TrainingInterrupted,
+                                          sigint_ignored_in_children)
+from alf.trainers.progress_log import ProgressLog
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import get_rng_state, set_random_seed, set_rng_state
@@ -62,7 +62,7 @@ class Trainer:
         set_random_seed(config.random_seed)
         self._context = RunContext(config.num_iterations, config.num_env_steps,
                                    summary_interval=config.summary_interval)
-        with _sigint_ignored_in_children():
+        with sigint_ignored_in_children():
             self._env = create_environment(seed=config.random_seed)
         self._eval_env = None
         try:
@@ -76,7 +76,7 @@ class Trainer:
             self._algorithm.to(config.device)
             self._algorithm.prepare()
             if config.evaluate:
-                with _sigint_ignored_in_children():
+                with sigint_ignored_in_children():
                     self._eval_env = create_environment(
                         num_parallel_environments=config.num_eval_environments,
                         seed=config.random_seed + 1_000_003)
@@ -87,6 +87,9 @@ class Trainer:
                                           config.num_checkpoints)
         self._writer = None
         self._saved_iteration: Optional[int] = None  # iteration of the newest checkpoint
+        self._interrupts = InterruptGuard()
+        self._wall_time_offset = 0.0  # training seconds before this process (restored)
+        self._loop_start: Optional[float] = None
 
     @property
     def algorithm(self):
@@ -105,37 +108,66 @@ class Trainer:
         metrics = self._algorithm.metrics
         return {"algorithm": self._algorithm.state_dict(), "context": self._context.state_dict(),
                 "rng": get_rng_state(), "random_seed": self._config.random_seed,
-                "metrics": metrics.state_dict() if metrics is not None else {}}
+                "metrics": metrics.state_dict() if metrics is not None else {},
+                "experiment": experiment_signature(self._env, self._algorithm),
+                "wall_time_s": self._wall_time()}
 
     def save_checkpoint(self) -> str:
+        """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete)."""
         rb = self._algorithm.replay_buffer
         save_rb = rb is not None and (self._config.save_replay_buffer or rb.enable_checkpoint)
         rb_state = rb.state_dict() if save_rb else None
-        path = self._checkpointer.save(self._context.iteration, self._training_state(), rb_state)
-        self._saved_iteration = self._context.iteration
-        self._print_line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
+        with self._interrupts.shielded():
+            path = self._checkpointer.save(self._context.iteration, self._training_state(),
+                                           rb_state)
+            self._saved_iteration = self._context.iteration
+            self._print_line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
         return path
 
     def restore_checkpoint(self) -> bool:
-        """Load the newest valid checkpoint; False if there is none."""
+        """Load the newest valid checkpoint; False if there is none.
+
+        Raises:
+            IncompatibleSpecError: the checkpoint is of an experiment with other env specs
+                or network shapes (e.g. resuming a CartPole run with another env).
+        """
         found = self._checkpointer.load_latest()
         if found is None:
             return False
         iteration, state, rb_state = found
-        self._algorithm.load_state_dict(state["algorithm"])
+        check_compatible(state.get("experiment"), experiment_signature(self._env, self._algorithm),
+                         self._root_dir)
+        load_algorithm_state(self._algorithm, state["algorithm"], self._root_dir)
         self._context.load_state_dict(state["context"])
         set_rng_state(state["rng"])
+        self._wall_time_offset = float(state.get("wall_time_s", 0.0))
         # New episodes after a resume come from a fresh, deterministic seed instead of
         # replaying the run's first episodes (env RNG states are not checkpointable).
         self._env.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
         if self._algorithm.metrics is not None and state.get("metrics"):
             self._algorithm.metrics.load_state_dict(state["metrics"])
-        if rb_state is not None and self._algorithm.replay_buffer is not None:
-            self._algorithm.replay_buffer.load_state_dict(rb_state)
         self._saved_iteration = iteration
         self._print_line(f"[alf] resumed from iteration {iteration:,} "
                          f"({self._context.env_steps:,} env steps)")
+        self._restore_replay_buffer(rb_state)
         return True
+
+    def _restore_replay_buffer(self, rb_state: Optional[dict]) -> None:
+        """Load the saved buffer, or say in one line that it starts empty and why."""
+        rb = self._algorithm.replay_buffer
+        if rb is None:
+            return
+        if rb_state is not None:
+            rb.load_state_dict(rb_state)
+            self._print_line(f"[alf] restored the replay buffer: {rb.total_size():,} steps")
+            return
+        if self._algorithm.clears_replay_buffer:
+            return  # nothing in it outlives an iteration: nothing lost
+        self._print_line(
+            "[alf] warning: no replay buffer was saved with this checkpoint, so training resumes "
+            "with an empty buffer (as if from scratch for the replay data; updates wait for "
+            "it to refill). Set TrainerConfig.save_replay_buffer=True to save it with each "
+            "checkpoint.")
 
     # ------------------------------------------------------------------- run
     def _done(self) -> bool:
@@ -143,40 +175,87 @@ class Trainer:
         return ((c.num_iterations > 0 and ctx.iteration >= c.num_iterations) or
                 (c.num_env_steps > 0 and ctx.env_steps >= c.num_env_steps))
 
+    def _wall_time(self) -> float:
+        """Seconds of training in this run dir, across resumes."""
+        start = self._loop_start
+        return self._wall_time_offset + (time.perf_counter() - start if start else 0.0)
+
     def run(self) -> None:
-        """Train to completion (or Ctrl-C); always checkpoints and closes envs."""
-        os.makedirs(self._root_dir, exist_ok=True)
+        """Train to completion (or Ctrl-C); checkpoints and closes envs on every exit.
+
+        Everything that can fail on bad input (an unreadable checkpoint, a checkpoint of
+        another env) fails before anything is written into ``root_dir``.
+
+        Raises:
+            TrainingInterrupted: Ctrl-C; its ``checkpoint`` names the file written.
+        """
         config_path = os.path.join(self._root_dir, CONFIG_FILE)
-        if self._config_text and not os.path.exists(config_path):
-            with open(config_path + ".tmp", "w") as f:
-                f.write(self._config_text)
-            os.replace(config_path + ".tmp", config_path)
-        resumed = self.restore_checkpoint()
-        from torch.utils.tensorboard import SummaryWriter
-        # No purge_step: TensorBoard applies it to every tag, which would erase the whole
-        # pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations). Events a
-        # crashed run wrote past its checkpoint are dropped per tag by TensorBoard when
-        # the resumed run's steps go back.
-        self._writer = SummaryWriter(self._root_dir)
-        self._context.summary_writer = self._writer
-        if resumed and self._done():
-            self._print_line(f"[alf] {self._root_dir} is already complete (iteration "
-                             f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
-                             "raise TrainerConfig.num_iterations / num_env_steps to continue")
         try:
-            with _DeferredInterrupt() as interrupt:
-                self._loop(interrupt)
-        except KeyboardInterrupt:
-            self._print_line("Interrupted: saving checkpoint ...")
-            raise
-        finally:
-            try:
-                # not again if this iteration was just saved (or restored and not advanced)
-                if self._context.iteration != self._saved_iteration:
-                    self.save_checkpoint()
-            finally:
-                self._write_operative_config()
+            resumed = self.restore_checkpoint()
+            if not resumed and os.path.isfile(config_path):
+                self._print_line(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
+                                 "(the previous run stopped before saving one): training starts "
+                                 "from iteration 0")
+            self._write_config(config_path)
+            done = resumed and self._done()
+            if done:
+                self._print_line(
+                    f"[alf] {self._root_dir} is already complete (iteration "
+                    f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
+                    "raise TrainerConfig.num_iterations / num_env_steps to continue")
                 self.close()
+                return
+            from torch.utils.tensorboard import SummaryWriter
+            # No purge_step: TensorBoard applies it to every tag, which would erase the
+            # whole pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations).
+            # Events a crashed run wrote past its checkpoint are dropped per tag by
+            # TensorBoard when the resumed run's steps go back.
+            self._writer = SummaryWriter(self._root_dir)
+            self._context.summary_writer = self._writer
+        except BaseException:
+            self.close()
+            raise
+        with self._interrupts:
+            try:
+                self._loop()
+            except KeyboardInterrupt:
+                self._print_line("[alf] interrupted: saving a checkpoint and stopping ...")
+                with self._interrupts.shielded():
+                    saved = self._shutdown(save=True)
+                raise TrainingInterrupted(saved, self._context.iteration) from None
+            except BaseException:
+                # A crash mid-iteration leaves no trustworthy state to save: the newest
+                # checkpoint on disk stays the one to resume from.
+                with self._interrupts.shielded():
+                    self._shutdown(save=False)
+                raise
+            with self._interrupts.shielded():
+                self._shutdown(save=True)
+
+    def _shutdown(self, save: bool) -> Optional[str]:
+        """Final save (unless the newest checkpoint is current), operative config, close."""
+        path = None
+        try:
+            if save and self._context.iteration != self._saved_iteration:
+                path = self.save_checkpoint()
+        finally:
+            self._write_operative_config()
+            self.close()
+        return path
+
+    def _write_config(self, config_path: str) -> None:
+        """Write ``config.gin`` (atomically) if it is new or the text changed, e.g. by
+        ``--conf_param`` overrides given when resuming, so the next resume keeps them."""
+        os.makedirs(self._root_dir, exist_ok=True)
+        if not self._config_text:
+            return
+        if os.path.exists(config_path):
+            with open(config_path) as f:
+                if f.read() == self._config_text:
+                    return
+        with open(config_path + ".tmp", "w") as f:
+            f.write(self._config_text)
+        os.replace(config_path + ".tmp", config_path)
 
     def _write_operative_config(self) -> None:
         try:
@@ -187,16 +266,13 @@ class Trainer:
             with open(os.path.join(self._root_dir, "operative_config.gin"), "w") as f:
                 f.write(text)
 
-    def _loop(self, interrupt: "_DeferredInterrupt") -> None:
+    def _loop(self) -> None:
         cfg, ctx, alg = self._config, self._context, self._algorithm
-        csv_path = os.path.join(self._root_dir, PROGRESS_FILE)
-        new_csv = not os.path.exists(csv_path)
-        csv_file = open(csv_path, "a", newline="")
-        writer = csv.writer(csv_file)
-        if new_csv:
-            writer.writerow(["iteration", "env_steps", "wall_time_s", "average_return",
-                             "average_episode_length", "num_episodes", "fps"])
-        start = time.perf_counter()
+        log = ProgressLog(os.path.join(self._root_dir, PROGRESS_FILE), ctx.iteration)
+        if log.dropped_rows:
+            self._print_line(f"[alf] {PROGRESS_FILE}: dropped {log.dropped_rows} row(s) past the "
+                             f"restored iteration {ctx.iteration:,} (written after its checkpoint)")
+        self._loop_start = start = time.perf_counter()
         last_print = start
         steps_at_start = ctx.env_steps
         first_iteration = ctx.iteration + 1
@@ -224,18 +300,17 @@ class Trainer:
                 # identical between two runs with the same seed
                 if (ctx.iteration % cfg.summary_interval == 0 or done or
                         (cfg.summarize_first_interval and ctx.iteration == 1)):
-                    writer.writerow([ctx.iteration, ctx.env_steps, f"{now - start:.3f}",
-                                     _fmt(metrics.average_return()), _fmt(metrics.average_length()),
-                                     metrics.num_episodes, f"{fps:.1f}"])
-                    csv_file.flush()
+                    log.write([ctx.iteration, ctx.env_steps, f"{self._wall_time():.3f}",
+                               _fmt(metrics.average_return()), _fmt(metrics.average_length()),
+                               metrics.num_episodes, f"{fps:.1f}"])
                 if not self._quiet and (now - last_print >= cfg.progress_interval_seconds or done
                                             or ctx.iteration == first_iteration):
                     last_print = now
                     self._print_progress(metrics, fps, now - start)
-                if interrupt.requested:
+                if self._interrupts.requested:
                     raise KeyboardInterrupt
         finally:
-            csv_file.close()
+            log.close()
 
     def _warn_unused_bindings(self) -> None:
         """After the first iteration every configurable has been built: name the bindings
@@ -297,57 +372,6 @@ class Trainer:
         if getattr(self, "_writer", None) is not None:
             self._writer.close()
             self._writer = None
-
-
-@contextlib.contextmanager
-def _sigint_ignored_in_children():
-    """Env worker processes started in this block inherit SIGINT=ignore (kept across
-    fork and exec), so a terminal Ctrl-C, which reaches the whole process group, does
-    not kill them mid-step: the trainer alone decides how to stop, then closes them.
-    Main thread only; the trainer's own handler is restored on exit."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
-
-
-class _DeferredInterrupt:
-    """While active (main thread only), the first SIGINT only sets ``requested``: the
-    loop finishes the current iteration and stops at its boundary. A second SIGINT
-    raises ``KeyboardInterrupt`` at once. The previous handler is restored on exit."""
-
-    def __init__(self):
-        self.requested = False
-        self._installed = False
-        self._previous: Any = None
-
-    def __enter__(self) -> "_DeferredInterrupt":
-        if threading.current_thread() is threading.main_thread():
-            try:
-                self._previous = signal.signal(signal.SIGINT, self._handle)
-                self._installed = True
-            except (ValueError, OSError):  # e.g. embedded interpreters
-                pass
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        try:  # os.write: print() from a signal handler can hit a reentrant-write error
-            os.write(sys.stderr.fileno(), b"\nCtrl-C: finishing the current iteration, then "
-                     b"saving (press Ctrl-C again to stop now)\n")
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def __exit__(self, *exc) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous if self._previous is not None
-                          else signal.default_int_handler)
 
 
 def _fmt(x: float) -> str:

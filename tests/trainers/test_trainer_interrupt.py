@@ -5,12 +5,17 @@ import signal
 import pytest
 import torch
 
-from alf.trainers.trainer import _DeferredInterrupt
+from alf.trainers.interrupt_guard import InterruptGuard, TrainingInterrupted
+
+
+def _spin():
+    for _ in range(1000):  # the handler runs between bytecodes of the main thread
+        pass
 
 
 def test_first_sigint_is_deferred_second_raises():
     before = signal.getsignal(signal.SIGINT)
-    with _DeferredInterrupt() as interrupt:
+    with InterruptGuard() as interrupt:
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(1000):  # the handler runs between bytecodes of the main thread
             if interrupt.requested:
@@ -37,10 +42,83 @@ def test_sigint_during_iteration_finishes_it_then_saves(make_trainer, alf_cli, t
         return original()
 
     monkeypatch.setattr(alg, "train_iter", train_iter)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(TrainingInterrupted) as info:
         trainer.run()
     assert trainer.context.iteration == 3
+    assert info.value.checkpoint == str(root / "train" / "ckpt-0000000003.pt")
     state = torch.load(root / "train" / "ckpt-0000000003.pt", weights_only=True)
     assert state["context"]["iteration"] == 3 and state["context"]["env_steps"] == 3 * 16
     assert trainer.algorithm.env.closed
     assert signal.getsignal(signal.SIGINT) is handler_before
+
+
+def test_sigint_inside_a_shielded_block_waits_for_it():
+    """Ctrl-C during a checkpoint write is deferred: the block completes, then the stop
+    request is recorded; a second Ctrl-C inside the block stops right after it."""
+    with InterruptGuard() as guard:
+        finished = False
+        with guard.shielded():
+            os.kill(os.getpid(), signal.SIGINT)
+            _spin()
+            finished = True
+        assert finished and guard.requested
+    with InterruptGuard() as guard:
+        guard.requested = True  # a first Ctrl-C already asked to stop at the boundary
+        finished = False
+        with pytest.raises(KeyboardInterrupt):
+            with guard.shielded():
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)
+                _spin()
+                finished = True
+        assert finished
+
+
+def test_second_sigint_during_final_save_cannot_cut_it_short(make_trainer, alf_cli, tmp_path,
+                                                             monkeypatch):
+    """The reported failure: two Ctrl-C 0.1 s apart left a 0-byte ckpt-*.pt.tmp and no
+    checkpoint. Here the second Ctrl-C lands while the final checkpoint is being written."""
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100"])
+    alg = trainer.algorithm
+    original_iter, original_save = alg.train_iter, trainer._checkpointer.save
+
+    def train_iter():
+        if trainer.context.iteration == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # first Ctrl-C: stop after this iteration
+        return original_iter()
+
+    def slow_save(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # second Ctrl-C while saving
+        _spin()
+        return original_save(*args, **kwargs)
+
+    monkeypatch.setattr(alg, "train_iter", train_iter)
+    monkeypatch.setattr(trainer._checkpointer, "save", slow_save)
+    with pytest.raises(TrainingInterrupted) as info:
+        trainer.run()
+    path = root / "train" / "ckpt-0000000002.pt"
+    assert info.value.checkpoint == str(path)
+    assert torch.load(path, weights_only=True)["context"]["iteration"] == 2
+    assert not list((root / "train").glob("*.tmp"))
+    assert trainer.algorithm.env.closed
+
+
+def test_crash_saves_no_checkpoint(make_trainer, alf_cli, tmp_path, monkeypatch):
+    """A crash mid-iteration leaves no trustworthy state: nothing is saved over the
+    newest checkpoint (here there is none), and the envs are closed."""
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100"])
+    alg = trainer.algorithm
+    original = alg.train_iter
+
+    def train_iter():
+        if trainer.context.iteration == 2:
+            raise RuntimeError("boom")
+        return original()
+
+    monkeypatch.setattr(alg, "train_iter", train_iter)
+    with pytest.raises(RuntimeError, match="boom"):
+        trainer.run()
+    assert not list((root / "train").glob("ckpt-*")) if (root / "train").exists() else True
+    assert trainer.algorithm.env.closed

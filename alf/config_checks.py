@@ -1,0 +1,176 @@
+"""Check every gin binding's value against its parameter's type hint, right after parsing.
+
+Why: gin stores whatever literal it parsed. A ``PPOAlgorithm.gamma='abc'`` used
+to build fine, start training, write ``root_dir`` and only crash deep inside
+torch at the first update (and the saved ``config.gin`` kept the bad value, so
+every rerun crashed the same way). Every alf configurable has type hints, so a
+literal that cannot match them is caught before anything is built or written,
+with one line naming the parameter, the value, what was expected and where it
+was set.
+
+Only literals are checked (numbers, strings, booleans, None, lists, tuples,
+dicts). Gin references (``@Name``, ``@Name()``, ``%MACRO``) are left alone:
+what they evaluate to is only known when they are called. Annotations this
+module does not understand (project classes, ``Any``) accept anything, so the
+check can only reject values that are certainly wrong.
+"""
+import collections.abc
+import inspect
+import typing
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import gin
+
+from alf.errors import ConfigError
+
+_LITERAL_TYPES = (bool, int, float, complex, str, bytes, type(None), list, tuple, dict)
+
+
+def check_bindings(location_of: Callable[[str], Optional[str]]) -> None:
+    """Raise :class:`ConfigError` for the first bound literal that contradicts its type hint.
+
+    Args:
+        location_of: maps ``"[scope/]Configurable.param"`` to where it was set
+            (``"file, line N"`` or ``"--conf_param '...'"``), or None.
+    """
+    for (scope, selector), params in _bindings().items():
+        target = _signature_target(selector)
+        if target is None:
+            continue
+        hints = _type_hints(target)
+        for name, value in params.items():
+            if name not in hints:
+                continue
+            expected = hints[name]
+            if matches(value, expected) is False:
+                key = f"{selector.split('.')[-1]}.{name}"
+                shown = f"{scope}/{key}" if scope else key
+                where = location_of(shown) or "the config"
+                raise ConfigError(
+                    f"Config error ({where}): {shown} = {value!r} is {_kind(value)}, but it must "
+                    f"be {describe(expected)}")
+
+
+def matches(value: Any, annotation: Any) -> Optional[bool]:
+    """Whether the literal ``value`` fits ``annotation``: True, False, or None (cannot tell).
+
+    >>> matches(2.5, int), matches(2, float), matches("abc", float), matches(None, Optional[int])
+    (False, True, False, True)
+    """
+    if not isinstance(value, _LITERAL_TYPES):
+        return None  # a gin reference or macro: checked when it is called
+    if annotation in (Any, inspect.Parameter.empty, object):
+        return True
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Union:
+        results = [matches(value, a) for a in args]
+        if any(r is True for r in results):
+            return True
+        return None if any(r is None for r in results) else False
+    if origin is typing.Literal:
+        return value in args
+    if annotation is type(None) or annotation is None:
+        return value is None
+    if value is None:
+        return False if _is_checkable(annotation) else None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return False  # no literal is callable
+    if annotation in (dict, typing.Dict) or origin in (dict, collections.abc.Mapping):
+        return isinstance(value, dict)
+    if annotation in (list, tuple) or origin in (list, tuple, collections.abc.Sequence):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            return False
+        return _elements_match(value, annotation, origin, args)
+    return None
+
+
+def _elements_match(value, annotation, origin, args) -> Optional[bool]:
+    if not args:
+        return True
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(args) != len(value):
+            return False
+        pairs = list(zip(value, args))
+    else:
+        pairs = [(v, args[0]) for v in value]
+    results = [matches(v, a) for v, a in pairs]
+    if any(r is False for r in results):
+        return False
+    return True if all(r is True for r in results) else None
+
+
+def _is_checkable(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    return (annotation in (bool, int, float, str, list, tuple, dict, collections.abc.Callable)
+            or origin in (list, tuple, dict, collections.abc.Sequence, collections.abc.Mapping,
+                          collections.abc.Callable))
+
+
+def describe(annotation: Any) -> str:
+    """A reader's name for a type hint: ``Optional[int]`` -> ``"an int or None"``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Union:
+        parts = [describe(a) for a in args if a is not type(None)]
+        if type(None) in args:
+            parts.append("None")
+        return " or ".join(parts)
+    if annotation is type(None):
+        return "None"
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return "a callable (a gin reference such as @Name)"
+    if origin in (list, tuple, collections.abc.Sequence) or annotation in (list, tuple):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return "a tuple (" + ", ".join(describe(a) for a in args) + ")"
+        return "a list/tuple" + (f" whose items are {describe(args[0])}" if args else "")
+    if origin in (dict, collections.abc.Mapping) or annotation is dict:
+        return "a dict"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    name = getattr(annotation, "__name__", None) or repr(annotation)
+    return {"int": "an int", "float": "a float (or int)", "bool": "True or False",
+            "str": "a string in quotes"}.get(name, _a(name))
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a bool", int: "an int", float: "a float", str: "a string", type(None): "None",
+            list: "a list", tuple: "a tuple", dict: "a dict"}.get(type(value),
+                                                               _a(type(value).__name__))
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def _bindings() -> Dict[Tuple[str, str], Dict[str, Any]]:
+    return gin.config._CONFIG  # pylint: disable=protected-access
+
+
+def _signature_target(selector: str) -> Optional[Callable]:
+    try:
+        registered = gin.config._REGISTRY.get_match(selector)  # pylint: disable=protected-access
+    except Exception:  # noqa: BLE001 - unknown selectors are reported by gin itself
+        return None
+    if registered is None:
+        return None
+    fn = registered.wrapped
+    return fn.__init__ if inspect.isclass(fn) else fn
+
+
+def _type_hints(target: Callable) -> Dict[str, Any]:
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # noqa: BLE001 - unresolvable forward references: nothing to check
+        return {}
+
+
+__all__: List[str] = ["check_bindings", "matches", "describe"]

@@ -1,0 +1,60 @@
+"""What a checkpoint was trained on, so resuming with another env fails with one clear line.
+
+A run dir resumed with an override that changes the env (``create_environment.env_name``)
+or the network shapes used to die deep in ``load_state_dict`` with a 30-line torch
+``size mismatch`` traceback. Each checkpoint records the env id, its observation and
+action specs and the algorithm class; on resume they are compared with what the
+current config builds before any state is loaded or anything written, and a
+mismatch raises :class:`~alf.errors.IncompatibleSpecError` naming both.
+"""
+from typing import Any, Dict, Optional
+
+import torch
+
+from alf.errors import IncompatibleSpecError
+
+
+def experiment_signature(env: Any, algorithm: torch.nn.Module) -> Dict[str, str]:
+    """Plain strings (checkpoint-safe) describing the env specs and the algorithm class."""
+    return {"env_name": str(getattr(env, "env_name", "?")),
+            "observation_spec": str(env.observation_spec()),
+            "action_spec": str(env.action_spec()),
+            "algorithm": type(algorithm).__name__}
+
+
+def check_compatible(saved: Optional[Dict[str, str]], current: Dict[str, str],
+                     run_dir: str) -> None:
+    """Raise :class:`IncompatibleSpecError` if the checkpoint's env specs or algorithm
+    differ from the current experiment's. ``saved`` None (older checkpoints): no check
+    here; :func:`load_algorithm_state` still turns shape mismatches into one line."""
+    if not saved:
+        return
+    fields = ("observation_spec", "action_spec")
+    if any(saved.get(k) != current.get(k) for k in fields):
+        def show(sig: Dict[str, str]) -> str:
+            return (f"{sig.get('env_name', '?')} (observation {sig.get('observation_spec')}, "
+                    f"action {sig.get('action_spec')})")
+        raise IncompatibleSpecError(
+            f"{run_dir} holds a run of {show(saved)}, but this config builds {show(current)}. "
+            "Use a new --root_dir for another env, or resume without the override that "
+            "changed it.")
+    if saved.get("algorithm") and saved["algorithm"] != current["algorithm"]:
+        raise IncompatibleSpecError(
+            f"{run_dir} holds a run of {saved['algorithm']}, but this config builds "
+            f"{current['algorithm']}. Use a new --root_dir for another algorithm.")
+
+
+def load_algorithm_state(algorithm: torch.nn.Module, state: Dict[str, Any], run_dir: str) -> None:
+    """``algorithm.load_state_dict(state)``, with a parameter-shape mismatch (another
+    network size, an override of the env in an old checkpoint) as one clear line."""
+    try:
+        algorithm.load_state_dict(state)
+    except (RuntimeError, KeyError) as e:
+        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+        detail = next((l for l in lines if l.startswith(("size mismatch", "Missing key",
+                                                          "Unexpected key"))),
+                      lines[0] if lines else type(e).__name__)
+        raise IncompatibleSpecError(
+            f"{run_dir} holds a checkpoint that does not fit the network this config builds "
+            f"({detail.rstrip('.')}). Use a new --root_dir, or resume without the override "
+            "that changed the env or network.") from None
