@@ -19,7 +19,8 @@ Built-in backends (all gymnasium 1.x, NEXT_STEP autoreset):
   this process. Best for cheap envs without a vector implementation.
 - ``"async"``: ``gymnasium.vector.AsyncVectorEnv`` with shared-memory
   observations, one subprocess per env. Best for expensive envs (Atari,
-  MuJoCo). Works with the ``fork`` (default on Linux), ``forkserver`` and
+  MuJoCo). Its workers exit quietly when this process dies
+  (:mod:`alf.environments.async_worker`). Works with the ``fork`` (default on Linux), ``forkserver`` and
   ``spawn`` start methods: env factories are ``functools.partial`` s of the
   module-level :func:`make_single_env`, so they pickle by reference.
 
@@ -40,6 +41,7 @@ from gymnasium.vector import AutoresetMode
 from alf.config import configurable
 from alf.environments.atari import AtariOptions, is_atari_spec, life_loss_hook, make_atari_env
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.async_worker import make_async_worker
 from alf.environments.env_ids import find_env_spec
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
@@ -178,6 +180,10 @@ def async_env_backend(request: EnvRequest, context: Optional[str] = None,
                       close_timeout: float = 10.0) -> AlfEnvironment:
     """``AsyncVectorEnv`` (one subprocess per env, shared-memory observations).
 
+    Workers run :func:`alf.environments.async_worker.async_worker`: when this
+    process dies (even by SIGKILL) they close their env and exit quietly, no
+    traceback, within a second.
+
     Args:
         request: what to build.
         context: multiprocessing start method: None (platform default), 'fork',
@@ -186,7 +192,7 @@ def async_env_backend(request: EnvRequest, context: Optional[str] = None,
         close_timeout: seconds ``close()`` waits for workers before terminating them.
     """
     env = gym.vector.AsyncVectorEnv(_env_fns(request), shared_memory=True, copy=True,
-                                    context=context, daemon=True,
+                                    context=context, daemon=True, worker=make_async_worker(),
                                     autoreset_mode=AutoresetMode.NEXT_STEP)
     return GymVectorEnvironment(env, request.env_name, request.seed,
                                 step_timeout=step_timeout, close_timeout=close_timeout,

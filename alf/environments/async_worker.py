@@ -1,0 +1,119 @@
+"""The ``"async"`` backend's env worker: gymnasium's worker, silent when its parent dies.
+
+gymnasium's ``AsyncVectorEnv`` worker treats a dead parent like any env error:
+the ``EOFError`` of its command pipe is caught, reported to the (dead) parent,
+and the report itself fails with ``BrokenPipeError``, so each worker of a
+killed trainer prints two tracebacks.
+
+:func:`async_worker` (``AsyncVectorEnv(worker=make_async_worker())``) runs
+gymnasium's own worker loop with two changes:
+
+- its command pipe is wrapped so that end-of-file and broken-pipe errors
+  (the parent closed its end, usually by dying) become :class:`ParentGone`, a
+  ``BaseException`` that gymnasium's ``except Exception`` does not swallow:
+  the env is still closed by gymnasium's ``finally``, then the worker returns
+  quietly (exit status 0, nothing on stderr);
+- a daemon thread watches the process that created the env and ends the
+  worker (``os._exit``) within :data:`WATCHDOG_PERIOD_S` once it is gone, for
+  the cases the pipe cannot see: a worker busy in a long ``env.step``, the
+  pipe's parent end also held open by another orphan (a process forked later
+  inherits it), or a ``forkserver`` fork server that waits for its workers.
+
+``Ctrl-C`` is unchanged: workers started by the Trainer ignore SIGINT
+(:func:`alf.trainers.interrupt_guard.sigint_ignored_in_children`) and are
+closed by it; elsewhere gymnasium's worker reports the ``KeyboardInterrupt``
+to the live parent as before.
+"""
+import functools
+import os
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+from gymnasium.vector.async_vector_env import _async_worker  # the loop we wrap, not a copy
+
+WATCHDOG_PERIOD_S = 0.5
+"""How often a worker checks that its parent process is still alive (seconds)."""
+
+_PIPE_GONE = (EOFError, BrokenPipeError, ConnectionResetError)
+
+
+class ParentGone(BaseException):
+    """The parent closed the command pipe (normally: it died). A ``BaseException`` so that
+    gymnasium's worker does not report it through that very pipe."""
+
+
+class _CommandPipe:
+    """The worker's end of the command pipe, raising :class:`ParentGone` when the parent
+    end is closed (``recv``: end of file; ``send``: broken pipe or connection reset)."""
+
+    def __init__(self, conn: Connection):
+        self._conn = conn
+
+    def recv(self) -> Any:
+        try:
+            return self._conn.recv()
+        except _PIPE_GONE:
+            raise ParentGone() from None
+
+    def send(self, obj: Any) -> None:
+        try:
+            self._conn.send(obj)
+        except _PIPE_GONE:
+            raise ParentGone() from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie, exited but not yet reaped, counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists (the pid was reused by another user's process)
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):  # no /proc: the signal test above is all we have
+        return False
+
+
+def _watch_parent(creator_pid: int, parent_pid: int, period_s: float) -> None:
+    """Daemon-thread body: end this process once the process that created the env
+    (``creator_pid``) has exited, or this process was re-parented (its parent
+    ``parent_pid`` died: the creator with ``fork``/``spawn``, the fork server
+    with ``forkserver``, which itself waits for its workers to exit)."""
+    while True:
+        time.sleep(period_s)
+        if os.getppid() != parent_pid or _gone(creator_pid):
+            os._exit(0)
+
+
+def make_async_worker() -> Callable[..., None]:
+    """The ``worker`` argument of ``AsyncVectorEnv`` for envs created by this process:
+    :func:`async_worker` bound to this process's pid (picklable)."""
+    return functools.partial(async_worker, os.getpid())
+
+
+def async_worker(creator_pid: int, index: int, env_fn: Any, pipe: Connection,
+                 parent_pipe: Connection, *args: Any) -> None:
+    """gymnasium's worker loop (its arguments after ``creator_pid``: ``index, env_fn,
+    pipe, parent_pipe, shared_memory, error_queue, autoreset_mode, semaphore``) that
+    exits quietly and promptly when process ``creator_pid``, which made the
+    ``AsyncVectorEnv``, dies. Use :func:`make_async_worker`.
+
+    Module-level, so it pickles by reference for the ``spawn``/``forkserver``
+    start methods. (The watchdog's pid test could be fooled if the creator's
+    pid were reused within one period; the pipe test still ends an idle worker.)
+    """
+    threading.Thread(target=_watch_parent,
+                     args=(creator_pid, os.getppid(), WATCHDOG_PERIOD_S),
+                     name="alf-parent-watchdog", daemon=True).start()
+    try:
+        _async_worker(index, env_fn, _CommandPipe(pipe), parent_pipe, *args)
+    except ParentGone:
+        pass
