@@ -3,26 +3,58 @@
     python -m alf.bin.play --root_dir=runs/cp [--num_episodes 5] [--record_video out.mp4]
 
 Rebuilds the env and algorithm from ``root_dir/config.gin``, loads the newest
-valid checkpoint and runs the greedy policy (``predict_step``), printing each
-episode's return. ``--record_video`` writes an mp4 of env 0 (needs the
-``[video]`` extra: ``pip install -e ".[video]"``).
+valid checkpoint and runs the policy (``predict_step``, the greedy action),
+printing each episode's return. ``--record_video`` writes an mp4 of env 0 (needs
+the ``[video]`` extra: ``pip install -e ".[video]"``).
+
+Bounded time by default:
+
+- ``--epsilon_greedy`` defaults to 0.05 on Atari games (the evaluation
+  protocol of Mnih et al. 2015: a uniformly random action with probability
+  0.05 per step) and 0 (greedy) elsewhere. A purely greedy Atari agent can get
+  stuck, e.g. never press FIRE after losing a life in Breakout, and then plays
+  on until the 108,000-frame limit (27,000 agent steps, ~3 minutes with a
+  video on a 2-core CPU). Pass ``--epsilon_greedy 0`` for the greedy policy.
+- ``--max_episode_steps`` (default 27,000 agent steps: Atari's 108k frames at
+  frame skip 4) cuts an episode that has not ended; it is reported as it
+  stands. 0: only the env's own time limit.
+- every ``--progress_interval_seconds`` (5 s) a line
+  ``episode 1: step 2,000, return 3.0`` goes to stderr.
+
+Ctrl-C stops after the current step, still finishes the mp4 (closes the
+writer, so the file plays), and exits with status 130.
 """
 import os
+import signal
 import sys
+import time
+from typing import Optional
 
 from absl import flags
+
+ATARI_EPSILON = 0.05
+DEFAULT_MAX_EPISODE_STEPS = 27_000
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run (holds config.gin and train/).")
 flags.DEFINE_integer("num_episodes", 5, "Episodes to play.")
 flags.DEFINE_string("record_video", None, "Write an mp4 video of the episodes to this file.")
-flags.DEFINE_float("epsilon_greedy", 0.0, "Probability of a random action.")
-flags.DEFINE_integer("seed", 0, "Env seed.")
+flags.DEFINE_float("epsilon_greedy", None,
+                   f"Probability of a uniformly random action per step. Default: {ATARI_EPSILON} "
+                   "on Atari games (a greedy agent can wait forever for FIRE after a lost life), "
+                   "0 (greedy) elsewhere.")
+flags.DEFINE_integer("max_episode_steps", DEFAULT_MAX_EPISODE_STEPS,
+                     "Cut an episode after this many agent steps (the default is Atari's 108k "
+                     "frames at frame skip 4); 0: only the env's own time limit.")
+flags.DEFINE_float("progress_interval_seconds", 5.0,
+                   "Seconds between 'episode N: step S, return R' lines on stderr; 0: none.")
+flags.DEFINE_integer("seed", 0, "Env seed (also seeds the epsilon-greedy random actions).")
 flags.DEFINE_integer("fps", 30, "Frames per second of the recorded video.")
 flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
 flags.DEFINE_bool("debug", False, "Show full tracebacks.")
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.play"
+EXIT_INTERRUPTED = 130
 
 
 def _open_video_writer(path: str, fps: int):
@@ -36,6 +68,36 @@ def _open_video_writer(path: str, fps: int):
     return imageio.get_writer(path, fps=fps, macro_block_size=1)
 
 
+def _headless_rendering() -> None:
+    """Render off-screen. gymnasium's classic-control envs draw ``rgb_array`` frames
+    with pygame, whose ``pygame.init()`` starts SDL's video subsystem; with no
+    display SDL probes Wayland, and libwayland prints ``error: XDG_RUNTIME_DIR is
+    invalid or not set`` to stderr. play only reads pixels, so SDL's dummy
+    drivers are enough (set before any env is built; a user's own setting wins)."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+def _check_flags() -> None:
+    from alf.errors import ConfigError
+    if not FLAGS.root_dir:
+        raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
+    if FLAGS.num_episodes < 1:
+        raise ConfigError(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
+    if FLAGS.epsilon_greedy is not None and not 0.0 <= FLAGS.epsilon_greedy <= 1.0:
+        raise ConfigError(f"--epsilon_greedy must be in [0, 1], got {FLAGS.epsilon_greedy}")
+    if FLAGS.max_episode_steps < 0:
+        raise ConfigError(f"--max_episode_steps must be >= 0 (0: no cap), got "
+                          f"{FLAGS.max_episode_steps}")
+
+
+def _default_epsilon(env_name: str) -> float:
+    """``ATARI_EPSILON`` for Atari (ale-py) games, 0 for everything else."""
+    from alf.environments.atari import is_atari_spec
+    from alf.environments.env_ids import find_env_spec
+    return ATARI_EPSILON if is_atari_spec(find_env_spec(env_name)) else 0.0
+
+
 def _main() -> int:
     import torch
 
@@ -44,15 +106,11 @@ def _main() -> int:
     from alf.environments import create_environment
     from alf.errors import CheckpointError, ConfigError
     from alf.trainers.checkpointer import Checkpointer
-    from alf.trainers.evaluator import evaluate
     from alf.trainers.trainer import CONFIG_FILE
     from alf.trainers.trainer_config import TrainerConfig
     from alf.utils.run_context import RunContext
 
-    if not FLAGS.root_dir:
-        raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
-    if FLAGS.num_episodes < 1:
-        raise ConfigError(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
+    _check_flags()
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
     saved = os.path.join(root_dir, CONFIG_FILE)
     if not os.path.isfile(saved):
@@ -62,9 +120,13 @@ def _main() -> int:
         alf_config.parse_config(config_text=f.read(),
                                 conf_params=alf_config.iter_conf_params(FLAGS.conf_param))
     config = TrainerConfig()
-    render_mode = "rgb_array" if FLAGS.record_video else None
+    render_mode = None
+    if FLAGS.record_video:
+        _headless_rendering()
+        render_mode = "rgb_array"
     env = create_environment(num_parallel_environments=1, seed=FLAGS.seed, render_mode=render_mode,
                              backend="sync")
+    writer = None
     try:
         transformer = create_data_transformer(config.data_transformer_ctor, env.observation_spec())
         algorithm = config.algorithm_ctor(
@@ -80,39 +142,129 @@ def _main() -> int:
         algorithm.eval()
         print(f"Loaded checkpoint at iteration {iteration:,} "
               f"({state['context']['env_steps']:,} env steps)", file=sys.stderr)
-        writer = _open_video_writer(FLAGS.record_video, FLAGS.fps) if FLAGS.record_video else None
-        frames = {"n": 0}
-        if writer is not None:
-            env = _RecordingEnv(env, writer, frames)
-        returns = []
-        for i in range(FLAGS.num_episodes):
-            (ret, length), = evaluate(algorithm, env, transformer, 1, FLAGS.epsilon_greedy)
-            returns.append(ret)
-            print(f"episode {i + 1}: return {ret:.2f}, length {length}")
-        print(f"average return over {len(returns)} episodes: {sum(returns) / len(returns):.2f}")
-        if writer is not None:
-            writer.close()
-            print(f"wrote {FLAGS.record_video} ({frames['n']} frames)", file=sys.stderr)
-        del torch
+        epsilon = FLAGS.epsilon_greedy
+        if epsilon is None:
+            epsilon = _default_epsilon(env.env_name)
+            if epsilon > 0:
+                print(f"{env.env_name} is an Atari game: epsilon-greedy {epsilon} (a random "
+                      "action with that probability per step; --epsilon_greedy 0 for the "
+                      "greedy policy)", file=sys.stderr)
+        torch.manual_seed(FLAGS.seed)
+        # One env, batch 1: intra-op threads only add synchronisation (1,500 Breakout
+        # steps with video: 9.7-13 s on 1 thread, 17-18 s on 2, busy 2-core CPU).
+        torch.set_num_threads(1)
+        if FLAGS.record_video:
+            writer = _open_video_writer(FLAGS.record_video, FLAGS.fps)
+            env = _RecordingEnv(env, writer)
+        return _play(algorithm, env, transformer, epsilon)
     finally:
+        if writer is not None:
+            _finish_video(writer, env.frames)
         env.close()
-    return 0
+
+
+def _play(algorithm, env, transformer, epsilon: float) -> int:
+    """Play ``--num_episodes`` episodes, printing one line each; 130 on Ctrl-C."""
+    from alf.trainers.evaluator import evaluate
+
+    stop = _StopOnInterrupt()
+    returns = []
+    with stop:
+        for i in range(FLAGS.num_episodes):
+            progress = _Progress(i + 1, FLAGS.progress_interval_seconds, stop)
+            try:
+                (ret, length), = evaluate(algorithm, env, transformer, 1, epsilon,
+                                          max_episode_steps=FLAGS.max_episode_steps,
+                                          on_step=progress)
+            except KeyboardInterrupt:
+                print(f"{PROGRAM}: interrupted in episode {i + 1} at step {progress.step:,} "
+                      f"(return {progress.ret:.2f} so far)", file=sys.stderr)
+                break
+            returns.append(ret)
+            cut = " (cut at --max_episode_steps)" if (
+                FLAGS.max_episode_steps and length >= FLAGS.max_episode_steps) else ""
+            print(f"episode {i + 1}: return {ret:.2f}, length {length}{cut}", flush=True)
+    if returns:
+        print(f"average return over {len(returns)} episodes: "
+              f"{sum(returns) / len(returns):.2f}", flush=True)
+    return EXIT_INTERRUPTED if stop.requested else 0
+
+
+def _finish_video(writer, frames: int) -> None:
+    """Close the writer (ffmpeg writes the mp4 index on close) with Ctrl-C deferred."""
+    with _SigintIgnored():
+        writer.close()
+    print(f"wrote {FLAGS.record_video} ({frames} frames)", file=sys.stderr)
+
+
+class _Progress:
+    """``evaluate``'s ``on_step``: a progress line every ``interval`` seconds, and the
+    point where a Ctrl-C (recorded by ``stop``) ends play, between two steps."""
+
+    def __init__(self, episode: int, interval: float, stop: "_StopOnInterrupt"):
+        self.episode, self.interval, self.stop = episode, interval, stop
+        self.step, self.ret = 0, 0.0
+        self._last = time.monotonic()
+
+    def __call__(self, lengths, returns) -> None:
+        self.step, self.ret = int(lengths[0]), float(returns[0])
+        if self.stop.requested:
+            raise KeyboardInterrupt
+        now = time.monotonic()
+        if self.interval > 0 and now - self._last >= self.interval:
+            self._last = now
+            print(f"episode {self.episode}: step {self.step:,}, return {self.ret:.1f}",
+                  file=sys.stderr, flush=True)
+
+
+class _StopOnInterrupt:
+    """While active, a first Ctrl-C only sets ``requested`` (play stops after the
+    current step, so a frame is never half-written); a second one raises at once."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> "_StopOnInterrupt":
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+
+class _SigintIgnored:
+    def __enter__(self) -> None:
+        self._previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
 
 
 class _RecordingEnv:
-    """Wraps a 1-env AlfEnvironment and appends ``render()`` frames to a video writer."""
+    """Wraps a 1-env AlfEnvironment and appends ``render()`` frames to a video writer.
 
-    def __init__(self, env, writer, counter):
-        self._env, self._writer, self._counter = env, writer, counter
+    Attributes:
+        frames: number of frames written so far.
+    """
+
+    def __init__(self, env, writer):
+        self._env, self._writer = env, writer
+        self.frames = 0
 
     def __getattr__(self, name):
         return getattr(self._env, name)
 
-    def _capture(self):
+    def _capture(self) -> None:
         frame = self._env.render()
         if frame is not None:
             self._writer.append_data(frame)
-            self._counter["n"] += 1
+            self.frames += 1
 
     def reset(self):
         ts = self._env.reset()
@@ -125,7 +277,7 @@ class _RecordingEnv:
         return ts
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[list] = None) -> int:
     from alf.bin import cli
     return cli.run_command(_main, PROGRAM, argv)
 
