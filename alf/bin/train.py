@@ -64,17 +64,17 @@ def _build_trainer():
             saved_text = f.read()
         alf_config.parse_config(config_text=saved_text, conf_params=params, config_name=saved)
         import_dirs = alf_config.import_dirs_in(saved_text)
-        if params:
-            print(f"{PROGRAM}: applying to the saved config (kept for later resumes): "
-                  + ", ".join(params), file=sys.stderr)
+        overrides = params
     else:
         if not FLAGS.conf:
             raise ConfigError("--conf is required for a new run, e.g. --conf=ppo_cart_pole.gin")
         alf_config.parse_config(conf_file=FLAGS.conf, conf_params=params)
         import_dirs = [os.path.dirname(alf_config.resolve_conf_file(FLAGS.conf))]
+        overrides = []
     _resolve_random_seed()
     text = alf_config.import_path_header(import_dirs) + alf_config.config_text()
-    return Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet)
+    return Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet,
+                   overrides=overrides)
 
 
 def _resolve_random_seed() -> None:

@@ -78,9 +78,8 @@ class Checkpointer:
                 if not isinstance(state, dict) or not state.get("complete"):
                     raise ValueError("not a complete alf checkpoint")
             except Exception as e:  # noqa: BLE001 - any read failure means "skip this one"
-                reason = (str(e).strip().splitlines() or ["empty or truncated file"])[0][:200]
-                logging.warning("Checkpoint %s is unreadable (%s: %s); falling back to the "
-                                "previous one", path, type(e).__name__, reason)
+                logging.warning("Checkpoint %s is unreadable (%s); falling back to the previous "
+                                "one", path, unreadable_reason(path, e))
                 continue
             rb_path = os.path.join(self._dir, f"replay_buffer-{iteration:010d}.pt")
             rb_state = None
@@ -107,6 +106,24 @@ class Checkpointer:
                 os.remove(p)
             except FileNotFoundError:
                 pass
+
+
+def unreadable_reason(path: str, exc: Exception) -> str:
+    """A short, whole-sentence reason why ``path`` could not be loaded (torch's own
+    messages run to several sentences; cutting them at N characters read badly)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = -1
+    if size == 0:
+        return "empty file"
+    text = str(exc).strip()
+    if "zip archive" in text or "central directory" in text:
+        return f"truncated or corrupt file ({size:,} bytes)"
+    if isinstance(exc, (EOFError, KeyError, IndexError)) or "pickle" in text.lower():
+        return f"not a torch checkpoint file ({size:,} bytes)"
+    first = re.split(r"(?<=[.!?])\s", text.splitlines()[0] if text else "", maxsplit=1)[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _replay_buffer_path(ckpt_path: str) -> str:

@@ -17,9 +17,25 @@ from alf.errors import IncompatibleSpecError
 def experiment_signature(env: Any, algorithm: torch.nn.Module) -> Dict[str, str]:
     """Plain strings (checkpoint-safe) describing the env specs and the algorithm class."""
     return {"env_name": str(getattr(env, "env_name", "?")),
-            "observation_spec": str(env.observation_spec()),
-            "action_spec": str(env.action_spec()),
+            "observation_spec": describe_spec(env.observation_spec()),
+            "action_spec": describe_spec(env.action_spec()),
             "algorithm": type(algorithm).__name__}
+
+
+def describe_spec(spec: Any) -> str:
+    """Compact text of a spec nest: ``float32[4]``, ``int64[] in [0, 1]`` (discrete
+    bounds are part of the identity: 2 vs 3 actions), dict/tuple nests keep their keys."""
+    from alf import nest as alf_nest
+
+    def one(s) -> str:
+        text = f"{str(s.dtype).replace('torch.', '')}{list(s.shape)}"
+        low, high = getattr(s, "minimum", None), getattr(s, "maximum", None)
+        if low is not None and not s.dtype.is_floating_point and getattr(low, "size", 1) == 1:
+            text += f" in [{int(low)}, {int(high)}]"
+        return text
+
+    described = alf_nest.map_structure(one, spec)
+    return described if isinstance(described, str) else str(described)
 
 
 def check_compatible(saved: Optional[Dict[str, str]], current: Dict[str, str],

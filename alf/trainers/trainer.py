@@ -16,7 +16,7 @@ import os
 import random
 import sys
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -46,14 +46,17 @@ class Trainer:
         root_dir: where checkpoints (``train/``), summaries and ``config.gin`` go.
         config_text: gin text written to ``root_dir/config.gin`` (the full config).
         quiet: suppress the console progress line.
+        overrides: ``--conf_param`` bindings given for this resume; named in the log once
+            the checkpoint is known to fit (they persist through ``config_text``).
     """
 
     def __init__(self, config: TrainerConfig, root_dir: str, config_text: str = "",
-                 quiet: bool = False):
+                 quiet: bool = False, overrides: Sequence[str] = ()):
         self._config = config
         self._root_dir = os.path.abspath(root_dir)
         self._config_text = config_text
         self._quiet = quiet
+        self._overrides = list(overrides)
         if config.random_seed is None:
             config.random_seed = random.SystemRandom().randrange(2 ** 31)
             logging.info("TrainerConfig.random_seed not set; using %d", config.random_seed)
@@ -197,6 +200,9 @@ class Trainer:
                                  "(the previous run stopped before saving one): training starts "
                                  "from iteration 0")
             self._write_config(config_path)
+            if resumed and self._overrides:
+                self._print_line("[alf] applied to the saved config (kept for later resumes): "
+                                 + ", ".join(self._overrides))
             done = resumed and self._done()
             if done:
                 self._print_line(

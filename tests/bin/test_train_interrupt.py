@@ -139,8 +139,11 @@ def test_two_quick_sigints_still_leave_a_complete_checkpoint(alf_cli, tmp_path):
 
 def test_sigint_while_building_says_nothing_was_saved(tmp_path, monkeypatch, capsys, alf_cli):
     """A Ctrl-C before training starts (imports, env creation) used to print "state saved"."""
+    from absl import flags
+
     from alf.bin import train
     from alf.trainers import trainer as trainer_module
+    flags.FLAGS.unparse_flags()
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

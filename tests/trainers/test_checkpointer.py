@@ -51,6 +51,12 @@ def test_corrupt_newest_falls_back_with_warning(tmp_path, caplog, damage):
     assert iteration == 2 and torch.equal(state["w"], torch.full((3,), 2.0))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(newest in w for w in warnings), warnings
+    # a whole reason, not torch's message cut mid-sentence
+    reason = {"truncate": "truncated or corrupt file", "garbage": "not a torch checkpoint file",
+              "empty": "empty file"}[damage]
+    line = next(w for w in warnings if newest in w)
+    assert f"({reason}" in line and line.endswith("falling back to the previous one"), line
+    assert "This is an internal miniz error" not in line
 
 
 def test_all_checkpoints_unreadable_is_an_error(tmp_path, caplog):
