@@ -27,8 +27,8 @@ from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
 from alf.trainers.experiment_signature import (check_compatible, experiment_signature,
                                                load_algorithm_state)
-from alf.trainers.interrupt_guard import (InterruptGuard, TrainingInterrupted,
-                                          sigint_ignored_in_children)
+from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGuard,
+                                          TrainingInterrupted, sigint_ignored_in_children)
 from alf.trainers.progress_log import ProgressLog
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.run_context import RunContext
@@ -218,6 +218,9 @@ class Trainer:
             # TensorBoard when the resumed run's steps go back.
             self._writer = SummaryWriter(self._root_dir)
             self._context.summary_writer = self._writer
+        except KeyboardInterrupt:
+            self.close()
+            raise InterruptedBeforeTraining() from None
         except BaseException:
             self.close()
             raise
