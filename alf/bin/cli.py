@@ -1,10 +1,21 @@
-"""Shared command-line plumbing: flag parsing and turning user errors into exit status 2.
+"""Shared command-line plumbing: flag parsing, help, discovery, user errors -> exit status 2.
 
 A user mistake (typo in a gin file, unknown env, corrupt checkpoint) prints one
 line naming the problem and exits with status 2 -- no traceback unless
 ``--debug``. Ctrl-C exits with 130 after the command has cleaned up.
+
+Every command that runs through :func:`run_command` also gets (defined here, so
+``alf.bin.train`` and ``alf.bin.play`` share them, and they need no
+``--root_dir``/``--conf``):
+
+- ``-h``/``--help``/``--helpshort``: the command's docstring and its own flags;
+  ``--helpfull``: every flag, absl's logging flags included (exit 0). absl only
+  registers help flags in ``absl.app``, which alf does not use.
+- ``--list_examples``, ``--list_configurables``, ``--describe NAME``: what can be
+  run and set, from :mod:`alf.config_help`.
 """
 import logging
+import os
 import re
 import sys
 from typing import Callable, List, Optional
@@ -18,15 +29,159 @@ from alf.errors import ConfigError, UserError
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+HELP_FLAGS = ("help", "helpshort", "helpfull")
+_HELP_TOKENS = {f"{dash}{name}" for dash in ("-", "--") for name in HELP_FLAGS} | {"-h", "-?"}
+_SHARED_FLAGS = ("list_examples", "list_configurables", "describe") + HELP_FLAGS
+
+
+def _define_shared_flags() -> None:
+    """Help and discovery flags (once per process: absl flags are global)."""
+    if "help" not in flags.FLAGS:
+        flags.DEFINE_bool("help", False, "Show this command's description and flags, then exit.",
+                          short_name="h")
+    if "helpshort" not in flags.FLAGS:
+        flags.DEFINE_bool("helpshort", False, "Same as --help.")
+    if "helpfull" not in flags.FLAGS:
+        flags.DEFINE_bool("helpfull", False, "Show every flag, absl's logging flags included.")
+    if "list_examples" not in flags.FLAGS:
+        flags.DEFINE_bool("list_examples", False, "List the bundled example experiments "
+                          "(alf/examples/*.gin, usable as --conf NAME) with their descriptions.")
+    if "list_configurables" not in flags.FLAGS:
+        flags.DEFINE_bool("list_configurables", False, "List every gin configurable (algorithms, "
+                          "networks, TrainerConfig, ...) with a one-line description.")
+    if "describe" not in flags.FLAGS:
+        flags.DEFINE_multi_string(
+            "describe", [], "Show the gin parameters of a configurable with their defaults and "
+            "help, e.g. --describe PPOAlgorithm, --describe TrainerConfig.num_env_steps or "
+            "--describe PPO (every match). With --conf, the config's values are shown too. "
+            "Repeatable.")
+
+
+_define_shared_flags()
+
+
+def invocation(argv0: str, program: str) -> str:
+    """How the user started the command: ``alf-train`` (console script) or ``python -m ...``."""
+    name = os.path.basename(argv0 or "")
+    return name if name.startswith("alf-") else f"python -m {program}"
+
 
 def parse_flags(argv: List[str], program: str) -> List[str]:
     """Parse absl flags; an unknown/malformed flag is a usage error (exit 2)."""
     try:
         return flags.FLAGS(argv)
     except flags.Error as e:
-        print(f"{program}: {e}\nRun `python -m {program} --helpfull` for the list of flags.",
-              file=sys.stderr)
+        print(f"{program}: {e}\nRun `{invocation(argv[0] if argv else '', program)} --help` "
+              "for the list of flags.", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+
+
+def help_text(main_module: str, program: str, argv0: str = "", full: bool = False) -> str:
+    """``--help``: the command module's docstring, then its flags and the shared ones.
+
+    Args:
+        main_module: ``__module__`` of the command's main function (``__main__`` under
+            ``python -m``), which is also the module absl files its flags under.
+        program: the command's module path, e.g. ``alf.bin.train``.
+        argv0: ``sys.argv[0]``, to say ``alf-train`` when run as the console script.
+        full: every registered flag (``--helpfull``).
+    """
+    module = sys.modules.get(main_module)
+    doc = (getattr(module, "__doc__", None) or "").strip()
+    usage = f"usage: {invocation(argv0, program)} [flags]"
+    parts = [usage, "", doc] if doc else [usage]
+    by_module = flags.FLAGS.flags_by_module_dict()
+    if full:
+        parts += ["", flags.FLAGS.get_help().strip()]
+    else:
+        # absl files flags defined in the ``__main__`` module under sys.argv[0] (a path)
+        own_key = sys.argv[0] if main_module == "__main__" else main_module
+        own = _render_flags(by_module.get(own_key, []) or by_module.get(main_module, []))
+        shared = _render_flags(f for f in by_module.get(__name__, []) if f.name in _SHARED_FLAGS)
+        parts += ["", "flags:", own] if own else []
+        parts += ["", "help and discovery (no --root_dir or --conf needed):", shared]
+        parts += ["", f"Run `{invocation(argv0, program)} --helpfull` for every flag "
+                      "(absl logging flags included)."]
+    return "\n".join(parts)
+
+
+def _render_flags(flag_list) -> str:
+    """absl's own per-flag help formatting, without its module header line."""
+    flag_list = sorted(flag_list, key=lambda f: f.name)
+    if not flag_list:
+        return ""
+    lines: List[str] = []
+    flags.FLAGS._render_flag_list(flag_list, lines, "  ")  # pylint: disable=protected-access
+    return "\n".join(lines)
+
+
+def print_output(text: str) -> None:
+    """Print ``text`` to stdout; a reader that stops early (``| head``) is not an error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Python would report the pipe again when flushing stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def wants_help(argv: List[str]) -> Optional[str]:
+    """``"full"``/``"short"`` when ``argv`` asks for help (before any ``--``), else None.
+
+    Checked before parsing, so help works even next to a flag with a bad value."""
+    for token in argv[1:]:
+        if token == "--":
+            break
+        if token in _HELP_TOKENS:
+            return "full" if token.endswith("helpfull") else "short"
+    return None
+
+
+def _parse_config_for_describe() -> bool:
+    """Parse the config the command line names, so ``--describe`` shows its values (and
+    configurables that its ``import`` lines register): ``--conf``, else the saved
+    ``config.gin`` of an existing ``--root_dir``, plus ``--conf_param``. False if none."""
+    from alf import config as alf_config
+    f = flags.FLAGS
+    conf = f["conf"].value if "conf" in f else None
+    params = alf_config.iter_conf_params(f["conf_param"].value if "conf_param" in f else [])
+    root_dir = f["root_dir"].value if "root_dir" in f else None
+    if conf:
+        alf_config.parse_config(conf_file=conf, conf_params=params)
+        return True
+    if root_dir:
+        from alf.trainers.trainer import CONFIG_FILE
+        saved = os.path.join(os.path.abspath(os.path.expanduser(root_dir)), CONFIG_FILE)
+        if os.path.isfile(saved):
+            with open(saved) as fh:
+                alf_config.parse_config(config_text=fh.read(), conf_params=params,
+                                        config_name=saved)
+            return True
+    if params:
+        alf_config.parse_config(conf_params=params)
+        return True
+    return False
+
+
+def discover(program: str, argv0: str = "") -> Optional[int]:
+    """Run ``--list_examples`` / ``--list_configurables`` / ``--describe`` if given.
+
+    Returns 0 when one of them ran, None when none was asked for. An unknown
+    ``--describe`` name raises :class:`UserError` (one line, exit 2)."""
+    f = flags.FLAGS
+    if not (f.list_examples or f.list_configurables or f.describe):
+        return None
+    from alf import config_help
+    config_help.register_all()
+    show_bound = bool(f.describe) and _parse_config_for_describe()
+    out = []
+    if f.list_examples:
+        out.append(config_help.format_examples(invocation(argv0, program)))
+    if f.list_configurables:
+        out.append(config_help.format_configurable_list())
+    for query in f.describe:
+        out.append(config_help.describe(query, show_bound=show_bound))
+    print_output("\n\n".join(out))
+    return 0
 
 
 def setup_logging() -> None:
@@ -88,7 +243,24 @@ def silence_noisy_loggers() -> None:
 
 def run_command(main: Callable[[], Optional[int]], program: str,
                 argv: Optional[List[str]] = None) -> int:
-    """Parse flags, set up logging and run ``main`` with :func:`run_main`'s exit codes."""
-    parse_flags(list(argv if argv is not None else sys.argv), program)
+    """Parse flags, set up logging and run ``main`` with :func:`run_main`'s exit codes.
+
+    ``--help`` (and its variants) prints help and returns 0 without parsing the
+    other flags; the discovery flags run instead of ``main``."""
+    argv = list(argv if argv is not None else sys.argv)
+    argv0 = argv[0] if argv else ""
+    kind = wants_help(argv)
+    if kind is None:
+        parse_flags(argv, program)
+        if flags.FLAGS.helpfull:
+            kind = "full"
+        elif flags.FLAGS.help or flags.FLAGS.helpshort:
+            kind = "short"
+    if kind is not None:
+        print_output(help_text(main.__module__, program, argv0, full=kind == "full"))
+        return 0
     setup_logging()
+    debug = "debug" in flags.FLAGS and flags.FLAGS.debug
+    if any(flags.FLAGS[name].value for name in ("list_examples", "list_configurables", "describe")):
+        return run_main(lambda: discover(program, argv0), program, debug=debug)
     return run_main(main, program, debug=flags.FLAGS.debug)
