@@ -202,8 +202,9 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
             message = _with_binding_location(message)
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{program}: interrupted; state saved, all workers stopped.", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        _ignore_further_interrupts()  # the command is stopping: a 2nd/3rd Ctrl-C changes nothing
+        print(f"{program}: {interrupted_message(e)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (TypeError, ValueError) as e:
         message = describe_call_error(e)
@@ -211,6 +212,27 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
             raise
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _ignore_further_interrupts() -> None:
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interrupted_message(exc: KeyboardInterrupt) -> str:
+    """What a Ctrl-C left behind: "state saved" only when a checkpoint was written."""
+    from alf.trainers.interrupt_guard import InterruptedBeforeTraining, TrainingInterrupted
+    if isinstance(exc, InterruptedBeforeTraining):
+        return "interrupted before training started; nothing was saved."
+    if not isinstance(exc, TrainingInterrupted):
+        return "interrupted."
+    if exc.checkpoint:
+        return (f"interrupted at iteration {exc.iteration:,}; state saved in {exc.checkpoint}, "
+                "all workers stopped. Rerun the same command to resume.")
+    return (f"interrupted at iteration {exc.iteration:,}; its checkpoint was already saved, "
+            "all workers stopped. Rerun the same command to resume.")
 
 
 def user_message(exc: BaseException) -> str:
