@@ -162,7 +162,12 @@ class ObservationNormalizer(DataTransformer):
 
 @alf.configurable
 class RewardScaling(DataTransformer):
-    """Multiply rewards by ``scale``."""
+    """Multiply rewards by ``scale``.
+
+    Args:
+        observation_spec: the env's observation spec (passed by the trainer).
+        scale: the factor applied to every reward.
+    """
 
     changes_observation = False
 
@@ -176,7 +181,12 @@ class RewardScaling(DataTransformer):
 
 @alf.configurable
 class RewardClipping(DataTransformer):
-    """Clamp rewards to ``[minmax[0], minmax[1]]`` (``(-1, 1)`` is DQN-style Atari clipping)."""
+    """Clamp rewards to ``[minmax[0], minmax[1]]`` (``(-1, 1)`` is DQN-style Atari clipping).
+
+    Args:
+        observation_spec: the env's observation spec (passed by the trainer).
+        minmax: ``(min, max)`` bounds of the clipped reward.
+    """
 
     changes_observation = False
 

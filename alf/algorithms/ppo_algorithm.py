@@ -45,7 +45,9 @@ class PPOAlgorithm(ActorCriticAlgorithm):
 
     Args: as :class:`ActorCriticAlgorithm` (including ``encoding_network_ctor``, one
     encoder shared by the policy and value heads, e.g. ``@NatureCnnEncoder``), plus
-        gamma, gae_lambda: advantage estimation (GAE over the whole buffer).
+        gamma: discount factor of the returns and advantages.
+        gae_lambda: GAE's lambda (Schulman et al. 2016), computed over the whole buffer:
+            0 = one-step TD advantages, 1 = Monte-Carlo returns minus the value.
         loss_ctor: defaults to :class:`PPOLoss`.
     """
 

@@ -1,4 +1,4 @@
-"""Train an agent described by a gin file.
+r"""Train an agent described by a gin file.
 
     python -m alf.bin.train --conf=ppo_cart_pole.gin --root_dir=runs/cp \
         [--conf_param 'TrainerConfig.num_env_steps=50000' ...]

@@ -35,10 +35,13 @@ class TrainerConfig:
             (PPO the ALF way). None = the algorithm's default.
         clear_replay_buffer: empty the buffer after each iteration. None = algorithm default.
         replay_buffer_length: capacity per env (None = the algorithm's need, e.g. unroll_length+1).
-        priority_replay: prioritized sampling (Schaul et al. 2016): priorities
-            ``(|p| + priority_replay_eps) ** priority_replay_alpha`` from ``LossInfo.priority``;
-            importance weights with exponent ``priority_replay_beta`` (a float, or a schedule
-            over training progress, e.g. ``@LinearSchedule(0.4, 1.0)`` anneals it to 1).
+        priority_replay: prioritized sampling (Schaul et al. 2016) with priorities from
+            ``LossInfo.priority``.
+        priority_replay_alpha: priority exponent: items are sampled in proportion to
+            ``(|p| + priority_replay_eps) ** priority_replay_alpha`` (0 = uniform).
+        priority_replay_beta: importance-weight exponent (a float, or a schedule over
+            training progress, e.g. ``@LinearSchedule(0.4, 1.0)`` anneals it to 1).
+        priority_replay_eps: added to ``|p|`` so no item gets probability 0.
         offline_buffer_dir: dataset path(s) for offline/hybrid training.
         offline_buffer_length: capacity per env of the offline buffer.
         rl_train_after_update_steps: hybrid: offline-only updates before online RL starts.

@@ -7,7 +7,7 @@ its networks exist. The factory also carries what torch optimizers do not:
 global-norm gradient clipping and a learning-rate schedule.
 """
 import inspect
-from typing import Any, Dict, Iterable, Optional, Type
+from typing import Any, Dict, Iterable, Optional, Tuple, Type
 
 import gin
 import torch
@@ -45,20 +45,39 @@ def _fast_kwargs(optimizer_cls: Type[torch.optim.Optimizer]) -> Dict[str, Any]:
 
 
 @gin.configurable(module="alf.optimizers")
-def Adam(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+def Adam(lr: ScheduleLike = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+         weight_decay: float = 0.0,
          gradient_clipping: Optional[float] = None, amsgrad: bool = False) -> OptimizerFactory:
-    """Adam; ``lr`` may be a schedule of training progress; ``gradient_clipping`` is a global norm.
+    """Adam (Kingma & Ba 2015) as :class:`alf.utils.fast_optim.FastAdam`: torch's Adam with
+    a low-overhead step (identical numbers and ``state_dict``).
 
-    Builds :class:`alf.utils.fast_optim.FastAdam`: torch's Adam with a low-overhead step
-    (identical numbers and ``state_dict``)."""
+    Args:
+        lr: learning rate: a number, or a schedule of training progress in [0, 1]
+            (e.g. ``@LinearSchedule()``).
+        gradient_clipping: clip the global gradient norm to this (None = no clipping).
+        betas: decay rates of the first and second moment estimates.
+        eps: added to the denominator for numerical stability.
+        weight_decay: L2 penalty added to the gradient.
+        amsgrad: use the AMSGrad variant (max of past second moments).
+    """
     return OptimizerFactory(FastAdam, lr, gradient_clipping, betas=tuple(betas), eps=eps,
                             weight_decay=weight_decay, amsgrad=amsgrad)
 
 
 @gin.configurable(module="alf.optimizers")
-def AdamW(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
+def AdamW(lr: ScheduleLike = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+          weight_decay: float = 0.01,
           gradient_clipping: Optional[float] = None) -> OptimizerFactory:
-    """AdamW (decoupled weight decay)."""
+    """AdamW (Loshchilov & Hutter 2019: decoupled weight decay).
+
+    Args:
+        lr: learning rate: a number, or a schedule of training progress in [0, 1]
+            (e.g. ``@LinearSchedule()``).
+        gradient_clipping: clip the global gradient norm to this (None = no clipping).
+        betas: decay rates of the first and second moment estimates.
+        eps: added to the denominator for numerical stability.
+        weight_decay: decoupled weight decay per step (times lr).
+    """
     return OptimizerFactory(torch.optim.AdamW, lr, gradient_clipping, betas=tuple(betas), eps=eps,
                             weight_decay=weight_decay, **_fast_kwargs(torch.optim.AdamW))
 
@@ -66,7 +85,16 @@ def AdamW(lr: ScheduleLike = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight
 @gin.configurable(module="alf.optimizers")
 def RMSprop(lr: ScheduleLike = 7e-4, alpha: float = 0.99, eps: float = 1e-5, momentum: float = 0.0,
             gradient_clipping: Optional[float] = None) -> OptimizerFactory:
-    """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5)."""
+    """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5).
+
+    Args:
+        lr: learning rate: a number, or a schedule of training progress in [0, 1]
+            (e.g. ``@LinearSchedule()``).
+        gradient_clipping: clip the global gradient norm to this (None = no clipping).
+        alpha: smoothing constant of the squared-gradient average.
+        eps: added to the denominator for numerical stability.
+        momentum: momentum factor (0 = none).
+    """
     return OptimizerFactory(torch.optim.RMSprop, lr, gradient_clipping, alpha=alpha, eps=eps,
                             momentum=momentum, **_fast_kwargs(torch.optim.RMSprop))
 
@@ -74,6 +102,13 @@ def RMSprop(lr: ScheduleLike = 7e-4, alpha: float = 0.99, eps: float = 1e-5, mom
 @gin.configurable(module="alf.optimizers")
 def SGD(lr: ScheduleLike = 1e-2, momentum: float = 0.0, gradient_clipping: Optional[float] = None
         ) -> OptimizerFactory:
-    """Plain SGD with optional momentum."""
+    """Plain SGD with optional momentum.
+
+    Args:
+        lr: learning rate: a number, or a schedule of training progress in [0, 1]
+            (e.g. ``@LinearSchedule()``).
+        gradient_clipping: clip the global gradient norm to this (None = no clipping).
+        momentum: momentum factor (0 = none).
+    """
     return OptimizerFactory(torch.optim.SGD, lr, gradient_clipping, momentum=momentum,
                             **_fast_kwargs(torch.optim.SGD))

@@ -19,7 +19,11 @@ class Schedule:
 
 @alf.configurable
 class ConstantSchedule(Schedule):
-    """Always ``value``."""
+    """Always ``value``.
+
+    Args:
+        value: the constant.
+    """
 
     def __init__(self, value: float):
         self.value = float(value)
@@ -36,6 +40,12 @@ class LinearSchedule(Schedule):
     """Linear from ``start`` (at ``start_progress``) to ``end`` (at ``end_progress``), flat outside.
 
     ``LinearSchedule(1e-3, 0.0)`` is SB3's ``lin_1e-3`` (annealed to zero at the end of training).
+
+    Args:
+        start: value up to ``start_progress``.
+        end: value from ``end_progress`` on.
+        start_progress: training progress (0..1) where the ramp begins.
+        end_progress: training progress (0..1) where the ramp ends.
     """
 
     def __init__(self, start: float, end: float = 0.0, start_progress: float = 0.0,
@@ -56,7 +66,14 @@ class LinearSchedule(Schedule):
 
 @alf.configurable
 class ExponentialSchedule(Schedule):
-    """``start * decay ** (progress / decay_progress)``, floored at ``minimum``."""
+    """``start * decay ** (progress / decay_progress)``, floored at ``minimum``.
+
+    Args:
+        start: value at progress 0.
+        decay: factor applied per ``decay_progress`` of training progress.
+        decay_progress: training progress (0..1) over which the value is multiplied by ``decay``.
+        minimum: the value never goes below this.
+    """
 
     def __init__(self, start: float, decay: float = 0.1, decay_progress: float = 1.0,
                  minimum: float = 0.0):

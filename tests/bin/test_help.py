@@ -160,7 +160,7 @@ def test_describe_ppo_algorithm(results):
     out = out[out.index("PPOAlgorithm  (class "):out.index("TrainerConfig  (class ")]
     assert out.startswith("PPOAlgorithm  (class alf.algorithms.ppo_algorithm.PPOAlgorithm)")
     gamma = _param_line(out, "gamma")
-    assert "gamma = 0.99" in gamma and "advantage estimation" in gamma
+    assert "gamma = 0.99" in gamma and "discount factor" in gamma
     # documented in the base class (ActorCriticAlgorithm / RLAlgorithm "see" links)
     assert "optimizer factory" in _param_line(out, "optimizer")
     assert "observation spec" in _param_line(out, "observation_spec (required)")
@@ -178,7 +178,7 @@ def test_describe_trainer_config_lists_every_field(results):
         _param_line(out, field)  # each is listed
     assert "num_env_steps = 0" in _param_line(out, "num_env_steps")
     assert "stop after this many environment steps" in _param_line(out, "num_env_steps")
-    assert "(see priority_replay)" in _param_line(out, "priority_replay_alpha")
+    assert "priority exponent" in _param_line(out, "priority_replay_alpha")
 
 
 def test_describe_unknown_name_is_one_line_exit_2(results):
@@ -194,8 +194,8 @@ def test_describe_unknown_name_is_one_line_exit_2(results):
 def test_describe_with_conf_shows_the_configs_values(results):
     out = _ok(results, "describe_with_conf")
     # ppo_cart_pole.gin sets gamma; only the parameter asked for is shown, on one line
-    assert out.splitlines()[0] == ("PPOAlgorithm.gamma = 0.98  (default: 0.99)  advantage "
-                                   "estimation (GAE over the whole buffer).")
+    assert out.splitlines()[0] == ("PPOAlgorithm.gamma = 0.98  (default: 0.99)  discount "
+                                   "factor of the returns and advantages.")
     assert "gae_lambda" not in out
     assert "@clip/LinearSchedule()  (default: 0.2)" in \
         _param_line(out, "importance_ratio_clipping")
