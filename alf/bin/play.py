@@ -13,8 +13,8 @@ Bounded time by default:
   protocol of Mnih et al. 2015: a uniformly random action with probability
   0.05 per step) and 0 (greedy) elsewhere. A purely greedy Atari agent can get
   stuck, e.g. never press FIRE after losing a life in Breakout, and then plays
-  on until the 108,000-frame limit (27,000 agent steps, ~3 minutes with a
-  video on a 2-core CPU). Pass ``--epsilon_greedy 0`` for the greedy policy.
+  on until the 108,000-frame limit (27,000 agent steps: 200 s with a video
+  on a busy 2-core CPU). Pass ``--epsilon_greedy 0`` for the greedy policy.
 - ``--max_episode_steps`` (default 27,000 agent steps: Atari's 108k frames at
   frame skip 4) cuts an episode that has not ended; it is reported as it
   stands. 0: only the env's own time limit.
