@@ -1,0 +1,73 @@
+"""The gin configurables alf registers: enumerating them, naming them as gin files do, finding one.
+
+Everything is read from the live gin registry after :func:`register_all`, so a
+new ``@alf.configurable`` is found with no extra registration.
+"""
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, List
+
+import gin
+
+
+@dataclasses.dataclass
+class Configurable:
+    """One registered gin configurable."""
+    name: str        # what a gin file writes: "PPOAlgorithm", "alf.optimizers.Adam", "torch.tanh"
+    selector: str    # the registry key: module + name
+    module: str
+    target: Any      # the class or function
+
+
+def register_all() -> None:
+    """Import alf (every library configurable) and the example algorithms in alf/examples."""
+    import alf  # noqa: F401
+    import alf.examples as examples
+    for info in pkgutil.iter_modules(examples.__path__):
+        try:
+            importlib.import_module(f"alf.examples.{info.name}")
+        except ImportError:  # an example needing an optional extra that is not installed
+            continue
+
+
+def configurables(include_external: bool = False) -> List[Configurable]:
+    """Every registered configurable, sorted by selector; gin's own (``gin.macro``) excluded.
+
+    Args:
+        include_external: also return ``gin.external_configurable`` entries that
+            are not alf's (``torch.tanh``, usable as ``@torch.tanh`` references).
+    """
+    entries = [(str(s), c) for s, c in gin.config._REGISTRY.items()  # pylint: disable=W0212
+               if not str(s).startswith("gin.")]
+    shorts = [s.split(".")[-1] for s, _ in entries]
+    out = []
+    for (selector, c), short in zip(entries, shorts):
+        module = c.module or selector.rpartition(".")[0]
+        if not module.startswith("alf") and not include_external:
+            continue
+        # gin resolves a bare name when it is unique; alf.optimizers.* are conventionally
+        # written with their module (alf.optimizers.Adam), externals always are.
+        bare = shorts.count(short) == 1 and module.startswith("alf") and \
+            module != "alf.optimizers"
+        out.append(Configurable(short if bare else selector, selector, module, c.wrapped))
+    return sorted(out, key=lambda c: c.selector)
+
+
+def package_of(module: str) -> str:
+    """``alf.networks.q_networks`` -> ``alf.networks``: the group a configurable is listed in."""
+    return ".".join(module.split(".")[:2])
+
+
+def find(query: str) -> List[Configurable]:
+    """Configurables matching ``query``: an exact name/selector (also ignoring case), else
+    every one whose module-qualified name contains it (``PPO``, ``networks``)."""
+    entries = configurables()
+    for same in (lambda a, b: a == b, lambda a, b: a.lower() == b.lower()):
+        exact = [c for c in entries
+                 if same(c.name, query) or same(c.selector, query)
+                 or same(c.selector.split(".")[-1], query)
+                 or c.selector.lower().endswith("." + query.lower()) and "." in query]
+        if exact:
+            return exact
+    return [c for c in entries if query.lower() in c.selector.lower()]
