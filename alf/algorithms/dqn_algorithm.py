@@ -89,17 +89,21 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     # ------------------------------------------------------------- acting
     def predict_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
         q, _ = self._q_network(time_step.observation)
-        return AlgStep(output=q.argmax(-1) + self._offset, state=state)
+        action = q.argmax(-1)
+        return AlgStep(output=action + self._offset if self._offset else action, state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
         q, _ = self._q_network(time_step.observation)
-        greedy = q.argmax(-1)
+        action = q.argmax(-1)
         eps = self.epsilon()
         if eps > 0:
-            explore = torch.rand(greedy.shape, device=greedy.device) < eps
-            random = torch.randint(0, self._num_actions, greedy.shape, device=greedy.device)
-            greedy = torch.where(explore, random, greedy)
-        return AlgStep(output=greedy + self._offset, state=state)
+            shape, device = action.shape, action.device
+            explore = torch.rand(shape, device=device) < eps
+            action = torch.where(explore, torch.randint(0, self._num_actions, shape, device=device),
+                                 action)
+        if self._offset:
+            action = action + self._offset
+        return AlgStep(output=action, state=state)
 
     # ------------------------------------------------------------ training
     def train_step(self, transition: Transition, state: Any = (), rollout_info: Any = ()) -> AlgStep:
@@ -113,7 +117,10 @@ class DqnAlgorithm(OffPolicyAlgorithm):
                 next_q = next_target_q.max(-1).values
             target = t.reward + t.discount * next_q
         q_all, _ = self._q_network(t.observation)
-        q = q_all.gather(-1, (t.action.long() - self._offset).unsqueeze(-1)).squeeze(-1)
+        action = t.action.long()
+        if self._offset:
+            action = action - self._offset
+        q = q_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return AlgStep(state=state, info=DqnInfo(q_value=q, target=target, td_error=q - target))
 
     def calc_loss(self, info: DqnInfo) -> LossInfo:
@@ -121,7 +128,7 @@ class DqnAlgorithm(OffPolicyAlgorithm):
             loss = F.smooth_l1_loss(info.q_value, info.target, reduction="none")
         else:
             loss = (info.q_value - info.target).square()
-        return LossInfo(loss=loss, priority=info.td_error.detach().abs(),
-                        extra={"q_value": info.q_value.detach(),
-                               "td_error": info.td_error.detach().abs(),
+        abs_td = info.td_error.detach().abs()
+        return LossInfo(loss=loss, priority=abs_td,
+                        extra={"q_value": info.q_value.detach(), "td_error": abs_td,
                                "epsilon": self.epsilon()})

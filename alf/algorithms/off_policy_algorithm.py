@@ -22,10 +22,15 @@ import torch
 from torch import nn
 
 from alf.algorithms.rl_algorithm import RLAlgorithm
-from alf.data_structures import Experience, LossInfo
+from alf.data_structures import BatchInfo, Experience, LossInfo
 from alf.errors import ConfigError
 from alf.replay_buffers.n_step import Transition, make_transitions
+from alf.replay_buffers.sample_block import SampleBlock, block_batches
+from alf.tensor_specs import nbytes as spec_nbytes
 from alf.utils.target_update import TargetUpdater, make_target
+
+#: Most bytes of stored data one :meth:`OffPolicyAlgorithm.sample_replay` block may hold.
+BLOCK_BYTES = 32 << 20
 
 
 class OffPolicyAlgorithm(RLAlgorithm):
@@ -61,6 +66,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self._online_for_target = []
         self._targets = []
         self.__dict__["_target_updater"] = None
+        self.__dict__["_block"] = None  # see sample_replay
         cfg = self._config
         if cfg is not None and (self._regime("whole_replay_buffer_training")
                                 or self._regime("clear_replay_buffer")):
@@ -110,6 +116,59 @@ class OffPolicyAlgorithm(RLAlgorithm):
     def replay_sequence_length(self) -> int:
         return self._n_step + 1
 
+    def sample_replay(self, batch_size: int, length: int) -> Experience:
+        """``[B, L]`` sequences; from a uniform buffer, drawn a block at a time.
+
+        ``train_from_replay_buffer`` asks for ``num_updates_per_train_iter`` batches in a
+        row while the buffer does not change, so from a uniform buffer one
+        :class:`~alf.replay_buffers.sample_block.SampleBlock` of ``K * B`` sequences
+        (``K`` = the updates per iteration, capped at :data:`BLOCK_BYTES` of data) serves
+        the next ``K`` calls with the same sampling distribution. The block is dropped
+        when :meth:`observe_for_replay` adds data and after every training iteration;
+        code that writes into the buffer directly and then samples from the algorithm
+        should call :meth:`drop_sample_block`. Prioritized buffers sample on every call
+        (priorities move after every update).
+        """
+        rb = self._replay_buffer
+        block = self._block
+        if block is None or block.batch_size != batch_size or block.length != length:
+            k = self._block_batches(batch_size, length)
+            if rb.prioritized or k <= 1:
+                return super().sample_replay(batch_size, length)
+            block = None
+        batch = block.next_batch() if block is not None else None
+        if batch is None:
+            k = self._block_batches(batch_size, length)
+            block = SampleBlock(super().sample_replay(k * batch_size, length), batch_size)
+            self.__dict__["_block"] = block
+            batch = block.next_batch()
+        return batch
+
+    def _block_batches(self, batch_size: int, length: int) -> int:
+        """``K`` for :meth:`sample_replay` (cached per request shape)."""
+        key = (batch_size, length)
+        cached = self.__dict__.get("_block_batches_cache")
+        if cached is None or cached[0] != key:
+            cfg = self._config
+            num_updates = cfg.num_updates_per_train_iter if cfg is not None else 1
+            # the bytes of a restored step (stacked frames included), not of a stored one
+            k = block_batches(num_updates, batch_size, length,
+                              spec_nbytes(self._full_experience_spec), BLOCK_BYTES)
+            cached = (key, k)
+            self.__dict__["_block_batches_cache"] = cached
+        return cached[1]
+
+    def drop_sample_block(self) -> None:
+        """Forget the sampled block (the next :meth:`sample_replay` samples afresh)."""
+        self.__dict__["_block"] = None
+
+    def observe_for_replay(self, experience: Experience) -> None:
+        self.drop_sample_block()  # the buffer changes: sequences sampled before are stale
+        super().observe_for_replay(experience)
+
+    def after_train_iter(self, experience: Any, info: Any) -> None:
+        self.drop_sample_block()
+
     def make_transitions(self, experience: Experience) -> Transition:
         """``[B, n+1]`` experience -> n-step :class:`Transition` ``[B]``."""
         return make_transitions(experience, self._n_step, self._gamma)
@@ -125,13 +184,24 @@ class OffPolicyAlgorithm(RLAlgorithm):
         alg_step = self.train_step(transition, self.get_initial_train_state(batch),
                                    transition.rollout_info)
         loss_info = self.calc_loss(alg_step.info)
-        if isinstance(loss_info.priority, torch.Tensor):  # no transition: never sample it again
+        uniform = _from_uniform_buffer(transition.batch_info)
+        if isinstance(loss_info.priority, torch.Tensor) and not uniform:
+            # no transition: never sample it again
             loss_info = loss_info._replace(priority=loss_info.priority * transition.valid)
         loss = loss_info.loss
         if isinstance(loss, torch.Tensor) and loss.ndim >= 1:
-            loss_info = loss_info._replace(loss=loss * transition.importance_weights)
-            loss_info = self.update_with_gradient(loss_info, valid_masks=transition.valid)
+            if not uniform:  # a uniform buffer's importance weights are all 1
+                loss = loss * transition.importance_weights
+            loss_info = self.update_with_gradient(loss_info._replace(loss=loss),
+                                                  valid_masks=transition.valid)
         else:
             loss_info = self.update_with_gradient(loss_info)
         self.after_update(transition, alg_step.info)
         return loss_info, alg_step.info
+
+
+def _from_uniform_buffer(batch_info: Any) -> bool:
+    """Whether a batch was sampled uniformly from a replay buffer (importance weights all
+    1, priorities unused), as its ``BatchInfo`` says."""
+    rb = batch_info.replay_buffer if isinstance(batch_info, BatchInfo) else None
+    return rb is not None and getattr(rb, "prioritized", None) is False

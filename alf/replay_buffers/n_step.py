@@ -60,6 +60,12 @@ def make_transitions(experience: Experience, n_step: int, gamma: float) -> Trans
         raise ValueError(f"make_transitions(n_step={n_step}) needs sequences of at least "
                          f"{n_step + 1} steps, got {L}")
     device = step_type.device
+    batch_info = experience.batch_info
+    weights = batch_info.importance_weights if isinstance(batch_info, BatchInfo) else ()
+    if not isinstance(weights, torch.Tensor):
+        weights = torch.ones(B, dtype=torch.float32, device=device)
+    if n_step == 1:
+        return _one_step_transitions(experience, gamma, weights)
     reward = ts.reward  # [B, L] or [B, L, k]
     is_last = step_type == StepType.LAST  # [B, L]
 
@@ -82,10 +88,6 @@ def make_transitions(experience: Experience, n_step: int, gamma: float) -> Trans
                         m.to(disc_m.dtype))
     discount = gamma_m.reshape(gamma_m.shape + (1,) * (disc_m.ndim - 1)) * disc_m
 
-    batch_info = experience.batch_info
-    weights = batch_info.importance_weights if isinstance(batch_info, BatchInfo) else ()
-    if not isinstance(weights, torch.Tensor):
-        weights = torch.ones(B, dtype=torch.float32, device=device)
     time_step = alf_nest.map_structure(at_0, ts)
     return Transition(
         observation=time_step.observation,
@@ -100,4 +102,31 @@ def make_transitions(experience: Experience, n_step: int, gamma: float) -> Trans
         state=alf_nest.map_structure(at_0, experience.state),
         importance_weights=weights.to(torch.float32),
         batch_info=batch_info,
+    )
+
+
+def _one_step_transitions(experience: Experience, gamma: float,
+                          weights: torch.Tensor) -> Transition:
+    """``n_step == 1``: ``m = 1`` for every row, so every field is a view of step 0 or
+    step 1 (no gather, no loop); same numbers as the general path."""
+    time_step, action, rollout_info, state = alf_nest.map_structure(
+        lambda x: x[:, 0],
+        (experience.time_step, experience.action, experience.rollout_info, experience.state))
+    next_time_step = alf_nest.map_structure(lambda x: x[:, 1], experience.time_step)
+    # a float32 tensor times a Python float computes in float32: the same numbers as
+    # tensor(gamma ** m) * discount in the general path
+    discount = next_time_step.discount * float(gamma)
+    return Transition(
+        observation=time_step.observation,
+        action=action,
+        reward=next_time_step.reward,
+        discount=discount,
+        next_observation=next_time_step.observation,
+        valid=(time_step.step_type != StepType.LAST).to(torch.float32),
+        time_step=time_step,
+        next_time_step=next_time_step,
+        rollout_info=rollout_info,
+        state=state,
+        importance_weights=weights.to(torch.float32),
+        batch_info=experience.batch_info,
     )

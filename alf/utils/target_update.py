@@ -67,7 +67,6 @@ class TargetUpdater:
         for t, b in zip(self._target_buffers, self._buffers):
             t.copy_(b)
 
-    @torch.no_grad()
     def __call__(self, step: Optional[int] = None) -> bool:
         """Count one update; returns True when the targets moved.
 
@@ -77,11 +76,12 @@ class TargetUpdater:
         """
         self._count += 1
         if (self._count if step is None else int(step)) % self._period:
-            return False
-        if self._tau == 1.0:
-            self.copy()
-        else:
-            torch._foreach_lerp_(self._target_params, self._params, self._tau)
-            for t, b in zip(self._target_buffers, self._buffers):
-                t.copy_(b)
+            return False  # the common case for hard copies: no grad-mode switch needed
+        with torch.no_grad():
+            if self._tau == 1.0:
+                self.copy()
+            else:
+                torch._foreach_lerp_(self._target_params, self._params, self._tau)
+                for t, b in zip(self._target_buffers, self._buffers):
+                    t.copy_(b)
         return True

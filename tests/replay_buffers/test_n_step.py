@@ -114,3 +114,28 @@ def test_multi_dim_reward_and_too_short_sequences():
         make_transitions(_slice(_experience(), 3), n_step=3, gamma=G)
     with pytest.raises(ValueError, match="n_step must be >= 1"):
         make_transitions(_experience(), n_step=0, gamma=G)
+
+
+def test_one_step_fast_path_is_exact_and_agrees_with_the_general_path():
+    exp = _experience(BatchInfo(env_ids=torch.arange(6), positions=torch.arange(6),
+                                importance_weights=torch.linspace(0.5, 1.0, 6)))
+    t1 = make_transitions(exp, n_step=1, gamma=G)
+    ts = exp.time_step
+    # bit-exact: the reward at step 1 and float32(gamma) * discount at step 1
+    assert torch.equal(t1.reward, ts.reward[:, 1])
+    assert torch.equal(t1.discount, torch.tensor(G, dtype=torch.float32) * ts.discount[:, 1])
+    assert torch.equal(t1.next_observation["o"], ts.observation["o"][:, 1])
+    assert torch.equal(t1.next_time_step.step_type, ts.step_type[:, 1])
+    assert torch.equal(t1.valid, torch.tensor([1.0, 1, 1, 0, 1, 1]))
+    assert torch.equal(t1.importance_weights, exp.batch_info.importance_weights)
+    assert torch.equal(t1.rollout_info["logp"], exp.rollout_info["logp"][:, 0])
+    assert torch.equal(t1.state[0], exp.state[0][:, 0]) and t1.batch_info is exp.batch_info
+    # rows whose episode ends at step 1 use m = 1 in the n-step path too: same transition
+    t2 = make_transitions(exp, n_step=2, gamma=G)
+    i = NAMES.index("truncate@1")
+    assert t1.reward[i] == t2.reward[i] and t1.discount[i] == t2.discount[i]
+    assert torch.equal(t1.next_observation["o"][i], t2.next_observation["o"][i])
+    # float64 discounts stay float64
+    exp64 = exp._replace(time_step=ts._replace(discount=ts.discount.double()))
+    d64 = make_transitions(exp64, n_step=1, gamma=G).discount
+    assert d64.dtype == torch.float64 and torch.equal(d64, G * ts.discount[:, 1].double())

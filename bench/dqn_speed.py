@@ -1,0 +1,146 @@
+"""DQN on CartPole-v1, alf vs stable-baselines3 in one run: env steps/s and learning result.
+
+    python bench/dqn_speed.py                         # 50k env steps, 3 repeats per side
+    python bench/dqn_speed.py --repeats 5 --threads 1
+
+Both sides use rl-zoo's DQN CartPole-v1 hyper-parameters (rl-baselines3-zoo
+``hyperparams/dqn.yml``): one env, 256x256 ReLU Q-network, Adam lr 2.3e-3, batch
+64, 100k buffer, 1,000 random steps first, every 256 env steps 128 gradient
+steps, gamma 0.99, Huber loss, gradient norm clipped at 10, epsilon 1 -> 0.04
+over the first 16% of 50k env steps (8k). alf runs the shipped
+``dqn_cart_pole.gin`` (double Q, hard target copy once per 128 gradient steps,
+see the gin file; SB3's ``target_update_interval=10`` env steps re-syncs once
+per rollout too) with only the run length, the thread count and the seed
+overridden; SB3 runs ``DQN("MlpPolicy")`` with the rl-zoo values.
+
+Timed: the whole ``learn()`` / ``Trainer.run()`` (random warm-up, rollouts,
+updates, alf's summaries and checkpoints included; construction excluded), so
+env steps/s = ``--steps`` / seconds. Learning: the average training return of
+the last 10 episodes when the run ends (both sides keep a 10-episode window).
+Each repeat runs alf and SB3 back to back, alternating which goes first, with
+seed = repeat index; the figures are medians over repeats. Prints every run,
+the medians and alf/SB3; writes ``bench/results/dqn_speed.json``.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+WINDOW = 10  # episodes in the reported average return (alf: metric_buffer_size)
+
+
+# alf configurations: dqn_cart_pole.gin as shipped, and with SB3's algorithm (no double Q)
+ALF_VARIANTS = {
+    "alf": [],
+    "alf-vanilla": ["DqnAlgorithm.double_q=False"],
+}
+
+
+def run_alf(steps: int, seed: int, threads: int, extra: List[str]) -> Tuple[float, float]:
+    """Train ``dqn_cart_pole.gin`` (+ ``extra`` bindings) for ``steps`` env steps; return
+    (env steps/s, final return)."""
+    from alf import config as alf_config
+    from alf.trainers.trainer import Trainer
+    from alf.trainers.trainer_config import TrainerConfig
+
+    root = tempfile.mkdtemp(prefix="alf_dqn_speed_")
+    params = [f"TrainerConfig.num_env_steps={steps}",
+              f"TrainerConfig.num_threads={threads}",
+              f"TrainerConfig.random_seed={seed}",
+              f"TrainerConfig.metric_buffer_size={WINDOW}",
+              "TrainerConfig.evaluate=False"] + list(extra)
+    alf_config.parse_config(conf_file="dqn_cart_pole.gin", conf_params=params)
+    trainer = Trainer(TrainerConfig(), root, quiet=True)
+    t0 = time.perf_counter()
+    trainer.run()
+    seconds = time.perf_counter() - t0
+    result = trainer.context.env_steps / seconds, float(trainer.algorithm.metrics.average_return())
+    shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def run_sb3(steps: int, seed: int, threads: int, extra: List[str]) -> Tuple[float, float]:
+    """SB3 DQN with rl-zoo's CartPole-v1 settings; return (env steps/s, final return)."""
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import DQN
+
+    torch.set_num_threads(threads)
+    env = gym.make("CartPole-v1")
+    model = DQN("MlpPolicy", env, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+                learning_starts=1000, gamma=0.99, target_update_interval=10, train_freq=256,
+                gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
+                policy_kwargs=dict(net_arch=[256, 256]), stats_window_size=WINDOW, seed=seed,
+                verbose=0, device="cpu")
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    seconds = time.perf_counter() - t0
+    episodes = list(model.ep_info_buffer)[-WINDOW:]
+    ret = sum(e["r"] for e in episodes) / max(1, len(episodes))
+    env.close()
+    return model.num_timesteps / seconds, float(ret)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=50_000, help="env steps per run (rl-zoo: 50k)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup-steps", type=int, default=1500,
+                   help="an untimed run of each side first (imports, first calls)")
+    p.add_argument("--runs", default="alf,alf-vanilla,sb3",
+                   help="comma-separated: " + ", ".join(list(ALF_VARIANTS) + ["sb3"]))
+    p.add_argument("--alf-param", action="append", default=[],
+                   help="extra gin binding for every alf run (repeatable)")
+    args = p.parse_args()
+    names = [n for n in args.runs.split(",") if n]
+    for n in names:
+        if n != "sb3" and n not in ALF_VARIANTS:
+            p.error(f"unknown run {n!r}; choose from {', '.join(list(ALF_VARIANTS) + ['sb3'])}")
+    runs = {n: [] for n in names}
+    for name in names:  # untimed warm-up: imports and first-call costs out of the figures
+        if name == "sb3":
+            run_sb3(args.warmup_steps, 0, args.threads, [])
+        else:
+            run_alf(args.warmup_steps, 0, args.threads, ALF_VARIANTS[name] + args.alf_param)
+    for r in range(args.repeats):
+        order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+        for name in order:
+            if name == "sb3":
+                rate, ret = run_sb3(args.steps, r, args.threads, [])
+            else:
+                rate, ret = run_alf(args.steps, r, args.threads,
+                                    ALF_VARIANTS[name] + args.alf_param)
+            runs[name].append({"seed": r, "env_steps_per_s": rate, "final_return": ret})
+            print(f"  repeat {r} {name:11s}: {rate:7.1f} env steps/s "
+                  f"({args.steps / rate:5.1f} s), final return {ret:6.1f}", flush=True)
+    med = {k: (statistics.median(x["env_steps_per_s"] for x in v),
+               statistics.median(x["final_return"] for x in v)) for k, v in runs.items()}
+    for k, (rate, ret) in med.items():
+        print(f"{k:11s}: median {rate:7.1f} env steps/s, median final return {ret:6.1f} "
+              f"(returns {[round(x['final_return'], 1) for x in runs[k]]})")
+    result = {"steps": args.steps, "threads": args.threads, "alf_param": args.alf_param,
+              "runs": runs, "ratios": {}}
+    if "sb3" in med:
+        for k in med:
+            if k != "sb3":
+                ratio = med[k][0] / med["sb3"][0]
+                result["ratios"][k] = ratio
+                print(f"DQN CartPole-v1 {args.steps:,} env steps: {k}/SB3 = {ratio:.2f}x")
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "dqn_speed.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
