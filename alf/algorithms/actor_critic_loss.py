@@ -1,10 +1,12 @@
 """A2C loss: policy gradient with GAE/TD(lambda) advantages, value regression, entropy bonus."""
 from typing import Any, Callable, NamedTuple
 
+import torch
+
 import alf
 from alf.data_structures import LossInfo, StepType
 from alf.utils import value_ops
-from alf.utils.losses import element_wise_squared_loss, normalize_for_mean
+from alf.utils.losses import element_wise_squared_loss, masked_mean, normalize_for_mean
 
 
 class ActorCriticLossInfo(NamedTuple):
@@ -69,7 +71,9 @@ class ActorCriticLoss:
         td_loss = self.td_error_loss_fn(returns.detach(), value[:-1])
         neg_entropy = -info.entropy[:-1]
         loss = pg_loss + self.td_loss_weight * td_loss + self.entropy_regularization * neg_entropy
-        return LossInfo(loss=normalize_for_mean(loss, valid),
-                        extra=ActorCriticLossInfo(pg_loss=pg_loss.mean().detach(),
-                                                  td_loss=td_loss.mean().detach(),
-                                                  neg_entropy=neg_entropy.mean().detach()))
+        # summaries average over the valid transitions only, as the optimised loss does
+        with torch.no_grad():
+            extra = ActorCriticLossInfo(pg_loss=masked_mean(pg_loss, valid),
+                                        td_loss=masked_mean(td_loss, valid),
+                                        neg_entropy=masked_mean(neg_entropy, valid))
+        return LossInfo(loss=normalize_for_mean(loss, valid), extra=extra)

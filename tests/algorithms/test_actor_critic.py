@@ -113,3 +113,19 @@ def test_a2c_train_iter_on_cartpole_updates_every_parameter_once():
                                     unroll_length=1), ctx)
     finally:
         env.close()
+
+
+def test_a2c_loss_summaries_are_masked_means():
+    # the summaries must describe the loss that is optimised: averages over the valid
+    # transitions t = 0, 1 only (t = 2 is LAST and masked), not over all T-1 rows
+    loss_fn = ActorCriticLoss(gamma=GAMMA, td_lambda=LAMBDA, entropy_regularization=0.01)
+    extra = loss_fn(_info(requires_grad=True)).extra
+    pg = [-GAE[t] * LOG_PROB[t] for t in range(2)]
+    td = [GAE[t] ** 2 for t in range(2)]  # returns - values = advantages with GAE
+    ent = [-ENTROPY[t] for t in range(2)]
+    assert extra.pg_loss.item() == pytest.approx(sum(pg) / 2, rel=1e-6)
+    assert extra.td_loss.item() == pytest.approx(sum(td) / 2, rel=1e-6)
+    assert extra.neg_entropy.item() == pytest.approx(sum(ent) / 2, rel=1e-6)
+    # the unmasked mean (what was reported before) differs: the LAST row counts there
+    assert extra.neg_entropy.item() != pytest.approx(sum(-e for e in ENTROPY[:3]) / 3)
+    assert not any(x.requires_grad for x in extra)
