@@ -129,16 +129,13 @@ class OffPolicyAlgorithm(RLAlgorithm):
         should call :meth:`drop_sample_block`. Prioritized buffers sample on every call
         (priorities move after every update).
         """
-        rb = self._replay_buffer
-        block = self._block
-        if block is None or block.batch_size != batch_size or block.length != length:
-            k = self._block_batches(batch_size, length)
-            if rb.prioritized or k <= 1:
-                return super().sample_replay(batch_size, length)
-            block = None
-        batch = block.next_batch() if block is not None else None
+        k = self._block_batches(batch_size, length)
+        if self._replay_buffer.prioritized or k <= 1:
+            return super().sample_replay(batch_size, length)
+        block, batch = self._block, None
+        if block is not None and (block.batch_size, block.length) == (batch_size, length):
+            batch = block.next_batch()  # None once the block is used up
         if batch is None:
-            k = self._block_batches(batch_size, length)
             block = SampleBlock(super().sample_replay(k * batch_size, length), batch_size)
             self.__dict__["_block"] = block
             batch = block.next_batch()
