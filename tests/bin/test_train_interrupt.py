@@ -46,6 +46,17 @@ def _processes_mentioning(token):
     return found
 
 
+def _wait_for_progress(proc, root, rows: int = 2):
+    """Wait until ``root/progress.csv`` has ``rows`` rows (training is under way)."""
+    deadline = time.monotonic() + 120
+    progress = root / "progress.csv"
+    while not (progress.exists() and len(progress.read_text().splitlines()) >= rows + 1):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "no training progress within 120 s"
+        time.sleep(0.1)
+    return progress
+
+
 @pytest.mark.parametrize("target", [
     "process",  # `kill -INT <pid>`
     "group",    # terminal Ctrl-C: every process of the foreground group gets SIGINT
@@ -60,12 +71,7 @@ def test_sigint_saves_checkpoint_and_reaps_workers(alf_cli, tmp_path, target):
     proc = alf_cli.start("alf.bin.train", ["--conf", "async.gin", "--root_dir", str(root)],
                          tmp_path, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        progress = root / "progress.csv"
-        while not (progress.exists() and len(progress.read_text().splitlines()) >= 3):
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no training progress within 120 s"
-            time.sleep(0.1)
+        progress = _wait_for_progress(proc, root)
         workers = _children(proc.pid)
         assert len(workers) >= 2, "the async backend should run one process per env"
         if target == "group":
@@ -109,12 +115,7 @@ def test_two_quick_sigints_still_leave_a_complete_checkpoint(alf_cli, tmp_path):
     proc = alf_cli.start("alf.bin.train", args, tmp_path, stdout=subprocess.DEVNULL,
                          start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        progress = root / "progress.csv"
-        while not (progress.exists() and len(progress.read_text().splitlines()) >= 3):
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no training progress within 120 s"
-            time.sleep(0.1)
+        _wait_for_progress(proc, root)
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)
