@@ -93,14 +93,19 @@ class DqnAlgorithm(OffPolicyAlgorithm):
         return AlgStep(output=action + self._offset if self._offset else action, state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
-        q, _ = self._q_network(time_step.observation)
-        action = q.argmax(-1)
         eps = self.epsilon()
         if eps > 0:
-            shape, device = action.shape, action.device
+            shape, device = time_step.step_type.shape, time_step.step_type.device
             explore = torch.rand(shape, device=device) < eps
-            action = torch.where(explore, torch.randint(0, self._num_actions, shape, device=device),
-                                 action)
+            random = torch.randint(0, self._num_actions, shape, device=device)
+            if bool(explore.all()):  # every row acts at random: no Q values needed
+                action = random
+            else:
+                q, _ = self._q_network(time_step.observation)
+                action = torch.where(explore, random, q.argmax(-1))
+        else:
+            q, _ = self._q_network(time_step.observation)
+            action = q.argmax(-1)
         if self._offset:
             action = action + self._offset
         return AlgStep(output=action, state=state)

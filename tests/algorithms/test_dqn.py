@@ -263,3 +263,30 @@ def test_invalid_rows_get_zero_priority():
     alg = _dqn()
     loss_info, _ = alg.train_on_batch(_experience())
     assert loss_info.priority.tolist() == pytest.approx([3.3, 3.0, 0.0], abs=1e-5)
+
+
+class CountingQ(LinearQ):
+    calls = 0
+
+    def forward(self, obs, state=()):
+        CountingQ.calls += 1
+        return super().forward(obs, state)
+
+
+@pytest.mark.parametrize("eps", [1.0, 0.3])
+def test_rollout_draws_exploration_first_and_skips_q_when_all_rows_explore(eps):
+    spec = BoundedTensorSpec((), torch.int64, 0, 2)
+    alg = DqnAlgorithm(OBS, spec, q_network_ctor=CountingQ, epsilon_greedy=eps,
+                       context=RunContext())
+    _set(alg._q_network.lin, W_ONLINE, B_ONLINE)
+    obs = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, -3.0]])
+    greedy = torch.tensor([0, 1, 1, 0])
+    for seed in range(20):
+        torch.manual_seed(seed)
+        explore = torch.rand(4) < eps
+        want = torch.where(explore, torch.randint(0, 3, (4,)), greedy)
+        CountingQ.calls = 0
+        torch.manual_seed(seed)
+        got = alg.rollout_step(_time_step(obs)).output
+        assert torch.equal(got, want)  # same random draws, in the same order
+        assert CountingQ.calls == (0 if bool(explore.all()) else 1)
