@@ -146,9 +146,13 @@ def _friendly_gin_error(exc: Exception, source: str, single_line_source: bool = 
     m = re.search(r"Failed to parse token '(.*)'", text)  # a bare name where a value goes
     if m and "malformed node or string" in text:
         token = m.group(1)
+        rhs = _bound_text(source, location)
+        if rhs and rhs.startswith(token) and re.fullmatch(r"[\w.\-/:+]+", rhs):
+            token = rhs  # gin's tokenizer splits 'CartPole-v1' at the '-': quote it whole
+        refs = (f", or a reference (@{token}, @{token}() or %{token})"
+                if re.fullmatch(r"[A-Za-z_][\w.]*", token) else "")
         head = (f"{token} is not a value: write a string in quotes ('{token}'), a number, "
-                f"True/False/None, a list/tuple of those, or a reference (@{token}, "
-                f"@{token}() or %{token})")
+                f"True/False/None or a list/tuple of those{refs}")
     m = re.match(r"\('([^']*)', \((\d+), \d+\)\)$", text)  # tokenize.TokenError
     if m:
         head = (f"syntax error: {m.group(1).replace('EOF', 'end of file')} "
@@ -176,6 +180,24 @@ def _friendly_gin_error(exc: Exception, source: str, single_line_source: bool = 
     return ConfigError(f"Config error ({location or source}): {head}.{hint}"
                        if not head.endswith((".", "?")) else
                        f"Config error ({location or source}): {head}{hint}")
+
+
+def _bound_text(source: str, location: str) -> Optional[str]:
+    """The right-hand side of the binding an error is about: from ``--conf_param '...'``
+    or from the file line in ``location`` ("file, line N"); None if unknown."""
+    line = None
+    if source.startswith("--conf_param '") and source.endswith("'"):
+        line = source[len("--conf_param '"):-1]
+    else:
+        m = re.fullmatch(r"(.+), line (\d+)", location or "")
+        if m and os.path.isfile(m.group(1)):
+            with open(m.group(1)) as f:
+                lines = f.read().splitlines()
+            n = int(m.group(2))
+            line = lines[n - 1] if 0 < n <= len(lines) else None
+    if line is None or "=" not in line:
+        return None
+    return line.split("=", 1)[1].split("#", 1)[0].strip()
 
 
 def _example_files() -> List[str]:

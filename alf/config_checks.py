@@ -38,17 +38,45 @@ def check_bindings(location_of: Callable[[str], Optional[str]]) -> None:
         if target is None:
             continue
         hints = _type_hints(target)
-        for name, value in params.items():
+        defaults = _defaults(target)
+        for name, bound in params.items():
             if name not in hints:
                 continue
-            expected = hints[name]
-            if matches(value, expected) is False:
-                key = f"{selector.split('.')[-1]}.{name}"
-                shown = f"{scope}/{key}" if scope else key
-                where = location_of(shown) or "the config"
+            key = f"{selector.split('.')[-1]}.{name}"
+            shown = f"{scope}/{key}" if scope else key
+            value, macro = _resolve_macros(bound)
+            if macro is not None and value is _UNDEFINED:
                 raise ConfigError(
-                    f"Config error ({where}): {shown} = {value!r} is {_kind(value)}, but it must "
-                    f"be {describe(expected)}")
+                    f"Config error ({location_of(shown) or 'the config'}): {shown} = %{macro}, "
+                    f"but the macro {macro} is not defined: add a line `{macro} = <value>`")
+            if value is None and defaults.get(name, _UNDEFINED) is None:
+                continue  # the parameter's own default (``x: float = None``)
+            if matches(value, hints[name]) is False:
+                via = f" (through %{macro})" if macro else ""
+                raise ConfigError(
+                    f"Config error ({location_of(shown) or 'the config'}): {shown} = {value!r}"
+                    f"{via} is {_kind(value)}, but it must be {describe(hints[name])}")
+
+
+_UNDEFINED = object()
+
+
+def _resolve_macros(value: Any) -> Tuple[Any, Optional[str]]:
+    """``(value, None)`` for a non-macro; for ``%NAME`` (possibly a chain of macros) the
+    literal it stands for (or ``_UNDEFINED``) and the first macro's name. Macros are
+    constants fixed at parse time, so the value they carry is checked like a literal."""
+    first = None
+    for _ in range(32):
+        if not isinstance(value, gin.config.ConfigurableReference) or \
+                value.configurable.name != "macro":
+            return value, first
+        name = value.scoped_selector.rpartition("/")[0]
+        first = first or name
+        binding = _bindings().get((name, "gin.macro"), {})
+        if "value" not in binding:
+            return _UNDEFINED, first
+        value = binding["value"]
+    return None, first  # a cycle of macros: gin reports it when it is evaluated
 
 
 def matches(value: Any, annotation: Any) -> Optional[bool]:
@@ -123,7 +151,9 @@ def describe(annotation: Any) -> str:
         parts = [describe(a) for a in args if a is not type(None)]
         if type(None) in args:
             parts.append("None")
-        return " or ".join(parts)
+        if "a float (or int)" in parts:
+            parts = [p for p in parts if p != "an int"]
+        return " or ".join(dict.fromkeys(parts))
     if annotation is type(None):
         return "None"
     if annotation is collections.abc.Callable or origin is collections.abc.Callable:
@@ -164,6 +194,13 @@ def _signature_target(selector: str) -> Optional[Callable]:
         return None
     fn = registered.wrapped
     return fn.__init__ if inspect.isclass(fn) else fn
+
+
+def _defaults(target: Callable) -> Dict[str, Any]:
+    try:
+        return {n: p.default for n, p in inspect.signature(target).parameters.items()}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _type_hints(target: Callable) -> Dict[str, Any]:

@@ -1,5 +1,5 @@
 """PPO's clipped-surrogate loss (Schulman et al. 2017), with optional value clipping."""
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
@@ -33,7 +33,7 @@ class PPOLoss:
 
     def __init__(self, importance_ratio_clipping: ScheduleLike = 0.2,
                  normalize_advantages: bool = True, entropy_regularization: float = 0.0,
-                 td_loss_weight: float = 0.5, value_clipping: float = None,
+                 td_loss_weight: float = 0.5, value_clipping: Optional[float] = None,
                  td_error_loss_fn: Callable = element_wise_squared_loss):
         self.clip_schedule = as_schedule(importance_ratio_clipping)
         self.normalize_advantages = normalize_advantages

@@ -21,6 +21,9 @@ CASES = {
     "ActorDistributionNetwork.fc_layer_params=(64, 'x')": [
         "ActorDistributionNetwork.fc_layer_params", "(64, 'x')", "whose items are an int"],
     "TrainerConfig.evaluate=1": ["TrainerConfig.evaluate", "True or False"],
+    "create_environment.env_name=CartPole-v1": ["CartPole-v1 is not a value",
+                                                "('CartPole-v1')"],
+    "TrainerConfig.num_iterations=%NOPE": ["the macro NOPE is not defined"],
 }
 
 
@@ -100,3 +103,38 @@ def test_describe_reads_like_english():
     from typing import Optional, Sequence
     assert describe(Optional[int]) == "an int or None"
     assert describe(Sequence[int]) == "a list/tuple whose items are an int"
+
+
+def test_every_default_fits_its_own_type_hint():
+    """The checker must never reject a parameter's own default (a `x: float = None` hint
+    once made `PPOLoss.value_clipping=None` an error)."""
+    import inspect
+    import typing
+
+    import alf  # noqa: F401 - registers every configurable
+    from alf.config_help import configurables
+    wrong = []
+    for c in configurables():
+        target = c.target.__init__ if inspect.isclass(c.target) else c.target
+        hints = typing.get_type_hints(target)
+        for name, p in inspect.signature(target).parameters.items():
+            if name in hints and p.default is not inspect.Parameter.empty:
+                if matches(p.default, hints[name]) is False:
+                    wrong.append(f"{c.name}.{name} = {p.default!r}: {hints[name]}")
+    assert wrong == []
+
+
+def test_macros_are_checked_through(clean_gin, tmp_path):
+    from alf import config as alf_config
+    from alf.errors import ConfigError
+    path = tmp_path / "m.gin"
+    path.write_text("include 'ppo_cart_pole.gin'\nFOO = 'x'\nBAR = %FOO\nPPOAlgorithm.gamma = %BAR\n")
+    with pytest.raises(ConfigError, match=r"m.gin, line 4\): PPOAlgorithm.gamma = 'x' \(through "
+                                          r"%BAR\) is a string, but it must be a float"):
+        alf_config.parse_config(conf_file=str(path))
+    with pytest.raises(ConfigError, match=r"the macro NOPE is not defined"):
+        alf_config.parse_config(conf_file="ppo_cart_pole.gin",
+                                conf_params=["PPOAlgorithm.gamma = %NOPE"])
+    alf_config.parse_config(conf_file="ppo_cart_pole.gin",
+                            conf_params=["G = 0.9", "PPOAlgorithm.gamma = %G",
+                                         "PPOLoss.value_clipping = None"])
