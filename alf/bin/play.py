@@ -106,6 +106,7 @@ def _main() -> int:
     from alf.environments import create_environment
     from alf.errors import CheckpointError, ConfigError
     from alf.trainers.checkpointer import Checkpointer
+    from alf.trainers.experiment_signature import load_algorithm_state
     from alf.trainers.trainer import CONFIG_FILE
     from alf.trainers.trainer_config import TrainerConfig
     from alf.utils.run_context import RunContext
@@ -138,7 +139,7 @@ def _main() -> int:
             raise CheckpointError(f"No readable checkpoint in {os.path.join(root_dir, 'train')}; "
                                   "train first (or the files are corrupt)")
         iteration, state, _ = found
-        algorithm.load_state_dict(state["algorithm"])
+        load_algorithm_state(algorithm, state["algorithm"], root_dir)
         algorithm.eval()
         print(f"Loaded checkpoint at iteration {iteration:,} "
               f"({state['context']['env_steps']:,} env steps)", file=sys.stderr)

@@ -62,15 +62,42 @@ def check_compatible(saved: Optional[Dict[str, str]], current: Dict[str, str],
 
 def load_algorithm_state(algorithm: torch.nn.Module, state: Dict[str, Any], run_dir: str) -> None:
     """``algorithm.load_state_dict(state)``, with a parameter-shape mismatch (another
-    network size, an override of the env in an old checkpoint) as one clear line."""
-    try:
-        algorithm.load_state_dict(state)
-    except (RuntimeError, KeyError) as e:
-        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-        detail = next((l for l in lines if l.startswith(("size mismatch", "Missing key",
-                                                          "Unexpected key"))),
-                      lines[0] if lines else type(e).__name__)
-        raise IncompatibleSpecError(
-            f"{run_dir} holds a checkpoint that does not fit the network this config builds "
-            f"({detail.rstrip('.')}). Use a new --root_dir, or resume without the override "
-            "that changed the env or network.") from None
+    network size, an override of the env in an old checkpoint) as one clear line.
+
+    Shapes are compared before anything is loaded: the optimizer state (in the
+    modules' extra state) would otherwise be loaded first and fail with its own
+    "parameter group doesn't match" error."""
+    detail = _first_mismatch(state, algorithm.state_dict())
+    if detail is None:
+        try:
+            algorithm.load_state_dict(state)
+            return
+        except (RuntimeError, KeyError, ValueError) as e:
+            lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+            detail = next((l for l in lines if l.startswith(("size mismatch", "Missing key",
+                                                              "Unexpected key"))),
+                          lines[0] if lines else type(e).__name__)
+    raise IncompatibleSpecError(
+        f"{run_dir} holds a checkpoint that does not fit the network this config builds "
+        f"({detail.rstrip('.')}). Use a new --root_dir, or resume without the override "
+        "that changed the env or network.") from None
+
+
+def _first_mismatch(saved: Dict[str, Any], current: Dict[str, Any]) -> Optional[str]:
+    """The first tensor whose shape differs, or a parameter only one side has; None if
+    the two state dicts have the same tensor keys and shapes."""
+    def tensors(d: Dict[str, Any]) -> Dict[str, tuple]:
+        return {k: tuple(v.shape) for k, v in d.items() if isinstance(v, torch.Tensor)}
+
+    mine, theirs = tensors(current), tensors(saved)
+    for key, shape in mine.items():
+        if key in theirs and theirs[key] != shape:
+            return (f"size mismatch for {key}: {list(theirs[key])} in the checkpoint, "
+                    f"{list(shape)} here")
+    missing = [k for k in mine if k not in theirs]
+    if missing:
+        return f"Missing key(s) in the checkpoint: {', '.join(missing[:3])}"
+    extra = [k for k in theirs if k not in mine]
+    if extra:
+        return f"Unexpected key(s) in the checkpoint: {', '.join(extra[:3])}"
+    return None

@@ -90,6 +90,20 @@ def test_old_checkpoint_without_signature_still_gets_one_line(make_trainer, alf_
     other.close()
 
 
+def test_resume_with_a_smaller_network_is_one_line(make_trainer, alf_cli, tmp_path):
+    """A narrower layer used to fail in the optimizer load ("parameter group doesn't
+    match"), a 43-line ValueError, before torch's own shape check ran."""
+    from alf.errors import IncompatibleSpecError
+    root = tmp_path / "run"
+    make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=1"]).run()
+    other = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=2",
+                                                  "ValueNetwork.fc_layer_params=(4,)"])
+    with pytest.raises(IncompatibleSpecError, match=r"size mismatch for .*: \[8, 4\] in the "
+                                                    r"checkpoint, \[4, 4\] here"):
+        other.restore_checkpoint()
+    other.close()
+
+
 def test_kill_after_checkpoint_then_resume_keeps_each_row_once(make_trainer, alf_cli, tmp_path):
     """kill -9 after the checkpoint at iteration 2 but after rows 3-4 were written (simulated
     by removing the newer checkpoint): rows past 2 are dropped, wall time continues."""
