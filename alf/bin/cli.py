@@ -228,6 +228,11 @@ def interrupted_message(exc: KeyboardInterrupt) -> str:
         return "interrupted before training started; nothing was saved."
     if not isinstance(exc, TrainingInterrupted):
         return "interrupted."
+    if exc.abandoned:
+        resume = (f"a rerun resumes from {exc.newest}" if exc.newest else
+                  "no checkpoint exists yet, so a rerun starts over")
+        return (f"interrupted during iteration {exc.iteration:,}, which was abandoned and not "
+                f"saved; all workers stopped. {resume[0].upper() + resume[1:]}.")
     if exc.checkpoint:
         return (f"interrupted at iteration {exc.iteration:,}; state saved in {exc.checkpoint}, "
                 "all workers stopped. Rerun the same command to resume.")

@@ -22,7 +22,8 @@ flags.DEFINE_string("root_dir", None, "Directory for checkpoints, summaries and 
 flags.DEFINE_multi_string("conf_param", [], "Gin binding applied after the files, e.g. "
                           "'TrainerConfig.random_seed=1'. Repeatable.")
 flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors.")
-flags.DEFINE_bool("quiet", False, "Do not print the progress line.")
+flags.DEFINE_bool("quiet", False, "Do not print the progress, checkpoint and evaluation lines "
+                  "(warnings and what a resume restored are still shown).")
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.train"

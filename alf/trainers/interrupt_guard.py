@@ -4,14 +4,18 @@ Semantics (main thread only; elsewhere signals are left alone):
 
 - first Ctrl-C during training: the current iteration finishes, then the
   trainer saves a checkpoint and stops;
-- second Ctrl-C during training: the iteration is abandoned at once
-  (``KeyboardInterrupt``), then the trainer saves and stops;
+- second Ctrl-C: a reminder that it is finishing the iteration (a user who
+  presses twice still gets a consistent checkpoint);
+- third Ctrl-C: the iteration is abandoned at once (:class:`IterationAbandoned`)
+  and *not* saved: a half-done iteration (interrupted mid optimizer step or
+  mid replay write) is not a trustworthy state, so the run resumes from its
+  newest checkpoint, as after a crash;
 - any Ctrl-C while a checkpoint is being written, or while the trainer shuts
   down (final save, closing env workers): deferred. It only prints that the
-  save is in progress; a save is never cut short, because a half-written
+  trainer is stopping; a save is never cut short, because a half-written
   checkpoint is a lost run. (``Ctrl-\\``, SIGQUIT, still kills the process at
-  once for a user who really wants that; the checkpoint is written to a
-  temporary name and renamed, so that, too, leaves the previous one intact.)
+  once; checkpoints are written to a temporary name and renamed, so that,
+  too, leaves the previous one intact.)
 
 Env worker processes are started with SIGINT ignored
 (:func:`sigint_ignored_in_children`): a terminal Ctrl-C reaches the whole
@@ -26,13 +30,31 @@ from typing import Any, Iterator, Optional
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on Ctrl-C; ``checkpoint`` is the file written on the way out
-    (None when the newest checkpoint was already current, or nothing could be saved)."""
+    """Training stopped on Ctrl-C.
 
-    def __init__(self, checkpoint: Optional[str], iteration: int):
+    Attributes:
+        checkpoint: the file written on the way out; None when the newest checkpoint was
+            already current or the iteration was abandoned.
+        iteration: the iteration the run stopped in.
+        abandoned: a third Ctrl-C abandoned the iteration; nothing was saved for it.
+        newest: the newest checkpoint on disk (what a rerun resumes from), if any.
+    """
+
+    def __init__(self, checkpoint: Optional[str], iteration: int, abandoned: bool = False,
+                 newest: Optional[str] = None):
         super().__init__(checkpoint)
         self.checkpoint = checkpoint
         self.iteration = iteration
+        self.abandoned = abandoned
+        self.newest = newest
+
+
+class IterationAbandoned(KeyboardInterrupt):
+    """The third Ctrl-C: stop in the middle of the iteration, saving nothing for it."""
+
+
+class StopAtBoundary(KeyboardInterrupt):
+    """Raised by the training loop at an iteration boundary after a Ctrl-C request."""
 
 
 class InterruptedBeforeTraining(KeyboardInterrupt):
@@ -48,6 +70,7 @@ class InterruptGuard:
 
     def __init__(self):
         self.requested = False
+        self.presses = 0
         self._installed = False
         self._previous: Any = None
         self._shield_depth = 0
@@ -71,29 +94,35 @@ class InterruptGuard:
     def _handle(self, signum, frame) -> None:
         if self._shield_depth:
             self._pending += 1
-            _say("Ctrl-C: a checkpoint is being written; stopping as soon as it is safe "
-                 "(Ctrl-\\ kills at once; the previous checkpoint stays intact)")
+            _say("Ctrl-C: the trainer is stopping (writing the checkpoint, closing env "
+                 "workers); please wait. Ctrl-\\ kills at once; the previous checkpoint "
+                 "stays intact.")
             return
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        _say("Ctrl-C: finishing the current iteration, then saving "
-             "(press Ctrl-C again to stop now)")
+        self.presses += 1
+        if self.presses == 1:
+            self.requested = True
+            _say("Ctrl-C: finishing the current iteration, then saving a checkpoint and "
+                 "stopping.")
+        elif self.presses == 2:
+            _say("Ctrl-C: still finishing the current iteration so that the checkpoint is "
+                 "consistent. Press Ctrl-C once more to stop now WITHOUT saving this "
+                 "iteration (a rerun resumes from the newest checkpoint).")
+        else:
+            raise IterationAbandoned
 
     @contextlib.contextmanager
     def shielded(self) -> Iterator[None]:
-        """Defer Ctrl-C inside this block (checkpoint writes, shutdown). A Ctrl-C that
-        arrived inside counts afterwards as a request to stop (a second one: stop now)."""
+        """Defer Ctrl-C inside this block (checkpoint writes, shutdown); a Ctrl-C that
+        arrived inside counts afterwards as a request to stop at the iteration boundary."""
         self._shield_depth += 1
         try:
             yield
         finally:
             self._shield_depth -= 1
             if not self._shield_depth and self._pending:
-                again, self._pending = self.requested, 0
+                self._pending = 0
                 self.requested = True
-                if again and sys.exc_info()[0] is None:
-                    raise KeyboardInterrupt
+                self.presses = max(self.presses, 1)
 
 
 def _say(text: str) -> None:

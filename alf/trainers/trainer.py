@@ -28,7 +28,8 @@ from alf.trainers.evaluator import evaluate
 from alf.trainers.experiment_signature import (check_compatible, experiment_signature,
                                                load_algorithm_state)
 from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGuard,
-                                          TrainingInterrupted, sigint_ignored_in_children)
+                                          StopAtBoundary, TrainingInterrupted,
+                                          sigint_ignored_in_children)
 from alf.trainers.progress_log import ProgressLog
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.run_context import RunContext
@@ -45,7 +46,8 @@ class Trainer:
         config: the :class:`TrainerConfig`.
         root_dir: where checkpoints (``train/``), summaries and ``config.gin`` go.
         config_text: gin text written to ``root_dir/config.gin`` (the full config).
-        quiet: suppress the console progress line.
+        quiet: suppress the console progress, checkpoint and evaluation lines (warnings
+            and resume notices are always shown).
         overrides: ``--conf_param`` bindings given for this resume; named in the log once
             the checkpoint is known to fit (they persist through ``config_text``).
     """
@@ -150,7 +152,7 @@ class Trainer:
         if self._algorithm.metrics is not None and state.get("metrics"):
             self._algorithm.metrics.load_state_dict(state["metrics"])
         self._saved_iteration = iteration
-        self._print_line(f"[alf] resumed from iteration {iteration:,} "
+        self._notice(f"[alf] resumed from iteration {iteration:,} "
                          f"({self._context.env_steps:,} env steps)")
         self._restore_replay_buffer(rb_state)
         return True
@@ -162,11 +164,11 @@ class Trainer:
             return
         if rb_state is not None:
             rb.load_state_dict(rb_state)
-            self._print_line(f"[alf] restored the replay buffer: {rb.total_size():,} steps")
+            self._notice(f"[alf] restored the replay buffer: {rb.total_size():,} steps")
             return
         if self._algorithm.clears_replay_buffer:
             return  # nothing in it outlives an iteration: nothing lost
-        self._print_line(
+        self._notice(
             "[alf] warning: no replay buffer was saved with this checkpoint, so training resumes "
             "with an empty buffer (as if from scratch for the replay data; updates wait for "
             "it to refill). Set TrainerConfig.save_replay_buffer=True to save it with each "
@@ -196,16 +198,16 @@ class Trainer:
         try:
             resumed = self.restore_checkpoint()
             if not resumed and os.path.isfile(config_path):
-                self._print_line(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
+                self._notice(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
                                  "(the previous run stopped before saving one): training starts "
                                  "from iteration 0")
             self._write_config(config_path)
             if resumed and self._overrides:
-                self._print_line("[alf] applied to the saved config (kept for later resumes): "
+                self._notice("[alf] applied to the saved config (kept for later resumes): "
                                  + ", ".join(self._overrides))
             done = resumed and self._done()
             if done:
-                self._print_line(
+                self._notice(
                     f"[alf] {self._root_dir} is already complete (iteration "
                     f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
                     "raise TrainerConfig.num_iterations / num_env_steps to continue")
@@ -227,11 +229,19 @@ class Trainer:
         with self._interrupts:
             try:
                 self._loop()
-            except KeyboardInterrupt:
-                self._print_line("[alf] interrupted: saving a checkpoint and stopping ...")
+            except StopAtBoundary:
+                self._notice("[alf] interrupted: saving a checkpoint and stopping ...")
                 with self._interrupts.shielded():
                     saved = self._shutdown(save=True)
                 raise TrainingInterrupted(saved, self._context.iteration) from None
+            except KeyboardInterrupt:
+                # Abandoned mid-iteration (third Ctrl-C): like a crash, that state is not
+                # trustworthy; the newest checkpoint stays the one to resume from.
+                with self._interrupts.shielded():
+                    self._shutdown(save=False)
+                newest = self._checkpointer.list_checkpoints()
+                raise TrainingInterrupted(None, self._context.iteration, abandoned=True,
+                                          newest=newest[0][1] if newest else None) from None
             except BaseException:
                 # A crash mid-iteration leaves no trustworthy state to save: the newest
                 # checkpoint on disk stays the one to resume from.
@@ -279,7 +289,7 @@ class Trainer:
         cfg, ctx, alg = self._config, self._context, self._algorithm
         log = ProgressLog(os.path.join(self._root_dir, PROGRESS_FILE), ctx.iteration)
         if log.dropped_rows:
-            self._print_line(f"[alf] {PROGRESS_FILE}: dropped {log.dropped_rows} row(s) past the "
+            self._notice(f"[alf] {PROGRESS_FILE}: dropped {log.dropped_rows} row(s) past the "
                              f"restored iteration {ctx.iteration:,} (written after its checkpoint)")
         self._loop_start = start = time.perf_counter()
         last_print = start
@@ -317,7 +327,7 @@ class Trainer:
                     last_print = now
                     self._print_progress(metrics, fps, now - start)
                 if self._interrupts.requested:
-                    raise KeyboardInterrupt
+                    raise StopAtBoundary
         finally:
             log.close()
 
@@ -326,7 +336,7 @@ class Trainer:
         nothing used (usually a typo'd or wrong class name, which gin cannot catch)."""
         unused = alf_config.unused_bindings()
         if unused:
-            self._print_line("[alf] warning: gin bindings never used (typo, or a class this "
+            self._notice("[alf] warning: gin bindings never used (typo, or a class this "
                              f"experiment does not build?): {', '.join(unused)}")
 
     def _progress_text(self, metrics, fps: float, elapsed: float) -> str:
@@ -340,6 +350,11 @@ class Trainer:
 
     def _print_progress(self, metrics, fps: float, elapsed: float) -> None:
         self._print_line(self._progress_text(metrics, fps, elapsed))
+
+    def _notice(self, text: str) -> None:
+        """Warnings and what a resume did: shown even with ``quiet`` (which only silences
+        the progress, checkpoint and evaluation lines)."""
+        print(text, file=sys.stderr, flush=True)
 
     def _print_line(self, text: str) -> None:
         if not self._quiet:

@@ -5,7 +5,7 @@ import signal
 import pytest
 import torch
 
-from alf.trainers.interrupt_guard import InterruptGuard, TrainingInterrupted
+from alf.trainers.interrupt_guard import IterationAbandoned, InterruptGuard, TrainingInterrupted
 
 
 def _spin():
@@ -13,18 +13,20 @@ def _spin():
         pass
 
 
-def test_first_sigint_is_deferred_second_raises():
+def test_first_two_sigints_are_deferred_third_abandons():
+    """A user who presses twice still gets a consistent checkpoint; the third press stops
+    mid-iteration (and saves nothing for it)."""
     before = signal.getsignal(signal.SIGINT)
     with InterruptGuard() as interrupt:
         os.kill(os.getpid(), signal.SIGINT)
-        for _ in range(1000):  # the handler runs between bytecodes of the main thread
-            if interrupt.requested:
-                break
+        _spin()
         assert interrupt.requested
-        with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        _spin()
+        assert interrupt.presses == 2
+        with pytest.raises(IterationAbandoned):
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):
-                pass
+            _spin()
     assert signal.getsignal(signal.SIGINT) is before
 
 
@@ -53,25 +55,40 @@ def test_sigint_during_iteration_finishes_it_then_saves(make_trainer, alf_cli, t
 
 
 def test_sigint_inside_a_shielded_block_waits_for_it():
-    """Ctrl-C during a checkpoint write is deferred: the block completes, then the stop
-    request is recorded; a second Ctrl-C inside the block stops right after it."""
+    """Ctrl-C during a checkpoint write (or shutdown) is deferred however often it is
+    pressed: the block completes, then a stop at the iteration boundary is requested."""
     with InterruptGuard() as guard:
         finished = False
         with guard.shielded():
-            os.kill(os.getpid(), signal.SIGINT)
-            _spin()
-            finished = True
-        assert finished and guard.requested
-    with InterruptGuard() as guard:
-        guard.requested = True  # a first Ctrl-C already asked to stop at the boundary
-        finished = False
-        with pytest.raises(KeyboardInterrupt):
-            with guard.shielded():
-                os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(3):
                 os.kill(os.getpid(), signal.SIGINT)
                 _spin()
-                finished = True
-        assert finished
+            finished = True
+        assert finished and guard.requested
+
+
+def test_third_sigint_abandons_the_iteration_and_saves_nothing(make_trainer, alf_cli, tmp_path,
+                                                              monkeypatch):
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100",
+                                                    "TrainerConfig.checkpoint_interval=2"])
+    alg = trainer.algorithm
+    original = alg.train_iter
+
+    def train_iter():
+        if trainer.context.iteration == 3:  # three Ctrl-C in the middle of iteration 3
+            for _ in range(3):
+                os.kill(os.getpid(), signal.SIGINT)
+                _spin()
+        return original()
+
+    monkeypatch.setattr(alg, "train_iter", train_iter)
+    with pytest.raises(TrainingInterrupted) as info:
+        trainer.run()
+    assert info.value.abandoned and info.value.checkpoint is None
+    assert info.value.newest == str(root / "train" / "ckpt-0000000002.pt")
+    assert sorted(p.name for p in (root / "train").iterdir()) == ["ckpt-0000000002.pt"]
+    assert trainer.algorithm.env.closed
 
 
 def test_second_sigint_during_final_save_cannot_cut_it_short(make_trainer, alf_cli, tmp_path,
