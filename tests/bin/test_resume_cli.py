@@ -145,7 +145,6 @@ def test_config_without_checkpoint_says_it_starts_over(make_trainer, alf_cli, tm
     root.mkdir()
     (root / "config.gin").write_text("# a run killed before its first checkpoint\n")
     trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=1"])
-    trainer._quiet = False
     trainer.run()
     err = capsys.readouterr().err
     assert f"{root} has a config.gin but no checkpoint" in err
@@ -171,6 +170,7 @@ TrainerConfig.progress_interval_seconds = 100.0
 
 @pytest.mark.parametrize("save", [False, True])
 def test_off_policy_resume_says_what_happened_to_the_buffer(make_trainer, tmp_path, capsys, save):
+    """(The trainers are built quiet: warnings and resume notices show anyway.)"""
     root = tmp_path / "run"
     params = [f"TrainerConfig.save_replay_buffer={save}", "TrainerConfig.num_iterations=3"]
     first = make_trainer(root, DQN_TINY, params)
@@ -178,7 +178,6 @@ def test_off_policy_resume_says_what_happened_to_the_buffer(make_trainer, tmp_pa
     stored = first.algorithm.replay_buffer.total_size()
     assert stored == 3 * 2 * 4
     again = make_trainer(root, DQN_TINY, params[:1] + ["TrainerConfig.num_iterations=4"])
-    again._quiet = False
     capsys.readouterr()
     assert again.restore_checkpoint()
     err = capsys.readouterr().err
