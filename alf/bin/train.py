@@ -53,6 +53,7 @@ def _build_trainer():
     if os.path.exists(root_dir) and not os.path.isdir(root_dir):
         raise UserError(f"--root_dir {root_dir} is an existing file, not a directory: pass a "
                         "new directory (or the directory of a run to resume)")
+    _check_root_dir_creatable(root_dir)
     saved = os.path.join(root_dir, CONFIG_FILE)
     params = alf_config.iter_conf_params(FLAGS.conf_param)
     has_checkpoints = bool(Checkpointer(os.path.join(root_dir, "train")).list_checkpoints())
@@ -76,6 +77,19 @@ def _build_trainer():
     text = alf_config.import_path_header(import_dirs) + alf_config.config_text()
     return Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet,
                    overrides=overrides)
+
+
+def _check_root_dir_creatable(root_dir: str) -> None:
+    """One line now, instead of a traceback from ``os.makedirs`` after the build."""
+    from alf.errors import UserError
+    ancestor = root_dir
+    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise UserError(f"--root_dir {root_dir} cannot be created: {ancestor} is a file, not a "
+                        "directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UserError(f"--root_dir {root_dir} cannot be created: {ancestor} is not writable")
 
 
 def _resolve_random_seed() -> None:

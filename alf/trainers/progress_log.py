@@ -52,9 +52,13 @@ def _truncate(path: str, keep_through_iteration: int) -> int:
     if not rows:
         return 0
     header, body = rows[0], rows[1:]
-    kept = [r for r in body if r and _iteration(r) is not None
+    # a row cut short by a kill mid-write has fewer fields (its iteration may even parse)
+    kept = [r for r in body if len(r) == len(header) and _iteration(r) is not None
             and _iteration(r) <= keep_through_iteration]
-    if len(kept) == len(body):
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        ends_with_newline = f.read(1) == b"\n"
+    if len(kept) == len(body) and ends_with_newline:
         return 0
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:

@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 import torch
 
 from alf import config as alf_config
+from alf.errors import UserError
 from alf.environments import create_environment
 from alf.algorithms.data_transformers import create_data_transformer
 from alf.trainers.checkpointer import Checkpointer
@@ -265,7 +266,11 @@ class Trainer:
     def _write_config(self, config_path: str) -> None:
         """Write ``config.gin`` (atomically) if it is new or the text changed, e.g. by
         ``--conf_param`` overrides given when resuming, so the next resume keeps them."""
-        os.makedirs(self._root_dir, exist_ok=True)
+        try:
+            os.makedirs(self._root_dir, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the run directory {self._root_dir}: "
+                            f"{e.strerror or e}") from None
         if not self._config_text:
             return
         if os.path.exists(config_path):

@@ -28,6 +28,7 @@ def mistakes(tmp_path_factory, alf_cli):
     (cwd / "confs" / "x.gin").write_text(alf_cli.TINY_PPO)
     cases = {
         "root_is_file": ["--conf", "tiny.gin", "--root_dir", "a_file"],
+        "root_under_file": ["--conf", "tiny.gin", "--root_dir", "a_file/sub"],
         "conf_is_dir": ["--conf", "confs", "--root_dir", "run_dir_conf"],
         "other_env": ["--root_dir", "run", "--conf_param", ENV_MISMATCH,
                       "--conf_param", "TrainerConfig.num_iterations=4"],
@@ -53,6 +54,13 @@ def test_root_dir_that_is_a_file(mistakes):
     cwd, out, _ = mistakes
     line = _one_line_error(out, "root_is_file")
     assert "a_file is an existing file, not a directory" in line
+    assert (cwd / "a_file").read_text() == "keep me"
+
+
+def test_root_dir_under_a_file(mistakes):
+    cwd, out, _ = mistakes
+    line = _one_line_error(out, "root_under_file")
+    assert "a_file/sub cannot be created: " in line and "a_file is a file" in line, line
     assert (cwd / "a_file").read_text() == "keep me"
 
 
@@ -189,3 +197,16 @@ def test_off_policy_resume_says_what_happened_to_the_buffer(make_trainer, tmp_pa
         assert len(warning) == 1 and "empty buffer" in warning[0], err
         assert "TrainerConfig.save_replay_buffer=True" in warning[0]
     again.close()
+
+
+def test_progress_log_drops_a_row_cut_short_by_a_kill(tmp_path):
+    """A kill mid-write can leave '1' of a row '15,...' without a newline: it must not be
+    kept as iteration 1, nor have the next row appended to it."""
+    from alf.trainers.progress_log import HEADER, ProgressLog
+    path = tmp_path / "progress.csv"
+    path.write_text(",".join(HEADER) + "\n10,160,1.0,20.0,20.0,3,100.0\n1")
+    log = ProgressLog(str(path), keep_through_iteration=10)
+    log.write([11, 176, "1.1", "21.0", "21.0", 4, "100.0"])
+    log.close()
+    assert [r["iteration"] for r in _rows(path)] == ["10", "11"]
+    assert log.dropped_rows == 1
