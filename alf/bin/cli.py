@@ -53,8 +53,7 @@ def _define_shared_flags() -> None:
         flags.DEFINE_multi_string(
             "describe", [], "Show the gin parameters of a configurable with their defaults and "
             "help, e.g. --describe PPOAlgorithm, --describe TrainerConfig.num_env_steps or "
-            "--describe PPO (every match). With --conf, the config's values are shown too. "
-            "Repeatable.")
+            "--describe PPO (every match). With --conf, the config's values are shown too")
 
 
 _define_shared_flags()
@@ -278,7 +277,11 @@ def run_command(main: Callable[[], Optional[int]], program: str,
     argv0 = argv[0] if argv else ""
     kind = wants_help(argv)
     if kind is None:
-        parse_flags(argv, program)
+        rest = parse_flags(argv, program)
+        if len(rest) > 1:
+            print(f"{program}: unexpected argument(s) {' '.join(rest[1:])}: every option is a "
+                  f"flag (e.g. --conf=ppo_cart_pole.gin); see --help", file=sys.stderr)
+            return EXIT_USAGE
         if flags.FLAGS.helpfull:
             kind = "full"
         elif flags.FLAGS.help or flags.FLAGS.helpshort:

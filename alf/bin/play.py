@@ -49,7 +49,7 @@ flags.DEFINE_float("progress_interval_seconds", 5.0,
                    "Seconds between 'episode N: step S, return R' lines on stderr; 0: none.")
 flags.DEFINE_integer("seed", 0, "Env seed (also seeds the epsilon-greedy random actions).")
 flags.DEFINE_integer("fps", 30, "Frames per second of the recorded video.")
-flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
+flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin")
 flags.DEFINE_bool("debug", False, "Show full tracebacks.")
 
 FLAGS = flags.FLAGS
@@ -86,6 +86,11 @@ def _check_flags() -> None:
         raise ConfigError(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
     if FLAGS.epsilon_greedy is not None and not 0.0 <= FLAGS.epsilon_greedy <= 1.0:
         raise ConfigError(f"--epsilon_greedy must be in [0, 1], got {FLAGS.epsilon_greedy}")
+    if FLAGS.record_video and os.path.isdir(FLAGS.record_video):
+        raise ConfigError(f"--record_video {FLAGS.record_video} is a directory: give a file name "
+                          f"such as {os.path.join(FLAGS.record_video, 'play.mp4')}")
+    if FLAGS.fps < 1:
+        raise ConfigError(f"--fps must be >= 1, got {FLAGS.fps}")
     if FLAGS.max_episode_steps < 0:
         raise ConfigError(f"--max_episode_steps must be >= 0 (0: no cap), got "
                           f"{FLAGS.max_episode_steps}")
@@ -186,7 +191,7 @@ def _play(algorithm, env, transformer, epsilon: float) -> int:
                 FLAGS.max_episode_steps and length >= FLAGS.max_episode_steps) else ""
             print(f"episode {i + 1}: return {ret:.2f}, length {length}{cut}", flush=True)
     if returns:
-        print(f"average return over {len(returns)} episodes: "
+        print(f"average return over {len(returns)} episode{'s' if len(returns) > 1 else ''}: "
               f"{sum(returns) / len(returns):.2f}", flush=True)
     return EXIT_INTERRUPTED if stop.requested else 0
 

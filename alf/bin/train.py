@@ -20,7 +20,7 @@ from absl import flags
 flags.DEFINE_string("conf", None, "Gin experiment file (bare names are looked up in alf/examples).")
 flags.DEFINE_string("root_dir", None, "Directory for checkpoints, summaries and config.gin.")
 flags.DEFINE_multi_string("conf_param", [], "Gin binding applied after the files, e.g. "
-                          "'TrainerConfig.random_seed=1'. Repeatable.")
+                          "'TrainerConfig.random_seed=1'")
 flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors.")
 flags.DEFINE_bool("quiet", False, "Do not print the progress, checkpoint and evaluation lines "
                   "(warnings and what a resume restored are still shown).")

@@ -103,6 +103,13 @@ def describe(query: str, show_bound: bool = False) -> str:
         with_param = [c for c in find(head) if param in [p.name for p in bindable(c)[0]]]
         if with_param:
             return format_parameter(with_param, param, show_bound)
+        owners = find(head)
+        if len(owners) == 1:
+            names = [p.name for p in bindable(owners[0])[0]]
+            close = difflib.get_close_matches(param, names, n=3, cutoff=0.5)
+            hint = f" Did you mean: {', '.join(close)}?" if close else \
+                f" Its parameters: {', '.join(names)}."
+            raise UserError(f"{owners[0].name} has no parameter '{param}'.{hint}")
     if len(matches) == 1:
         return format_description(matches[0], show_bound)
     if matches:

@@ -266,3 +266,20 @@ def test_help_tokens():
     assert cli.wants_help(["prog", "--", "--help"]) is None  # after "--": not a flag
     assert cli.invocation("/venv/bin/alf-play", "alf.bin.play") == "alf-play"
     assert cli.invocation("/repo/alf/bin/play.py", "alf.bin.play") == "python -m alf.bin.play"
+
+
+def test_positional_arguments_are_a_usage_error(alf_cli, tmp_path):
+    """`train help` used to be ignored silently ("--root_dir is required")."""
+    proc = alf_cli.run("alf.bin.train", ["help"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "alf.bin.train: unexpected argument(s) help: every option is a flag "
+        "(e.g. --conf=ppo_cart_pole.gin); see --help"]
+
+
+def test_describe_unknown_parameter_names_the_configurable(alf_cli, tmp_path):
+    proc = alf_cli.run("alf.bin.train", ["--describe", "TrainerConfig.num_env_step"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "alf.bin.train: error: TrainerConfig has no parameter 'num_env_step'. Did you mean: "
+        "num_env_steps, num_eval_episodes, num_threads?"]

@@ -79,7 +79,10 @@ def test_max_episode_steps_cuts_the_episode(breakout_run, alf_cli):
 
 def test_bad_play_flags_are_usage_errors(breakout_run, alf_cli):
     for args, message in [(["--epsilon_greedy", "1.5"], "--epsilon_greedy must be in [0, 1]"),
-                          (["--max_episode_steps", "-1"], "--max_episode_steps must be >= 0")]:
+                          (["--max_episode_steps", "-1"], "--max_episode_steps must be >= 0"),
+                          (["--fps", "0"], "--fps must be >= 1"),
+                          (["--record_video", "."], "--record_video . is a directory: give a "
+                                                    "file name such as ./play.mp4")]:
         play = alf_cli.run("alf.bin.play", ["--root_dir=runs/b", *args], breakout_run)
         assert play.returncode == 2 and message in play.stderr, play.stderr
         assert "Traceback" not in play.stderr and len(play.stderr.strip().splitlines()) == 1
