@@ -86,7 +86,7 @@ def help_text(main_module: str, program: str, argv0: str = "", full: bool = Fals
         full: every registered flag (``--helpfull``).
     """
     module = sys.modules.get(main_module)
-    doc = (getattr(module, "__doc__", None) or "").strip()
+    doc = (getattr(module, "__doc__", None) or "").strip().replace("``", "`")  # rST -> terminal
     usage = f"usage: {invocation(argv0, program)} [flags]"
     parts = [usage, "", doc] if doc else [usage]
     by_module = flags.FLAGS.flags_by_module_dict()
