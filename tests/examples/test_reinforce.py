@@ -130,7 +130,7 @@ def test_reinforce_learns_cart_pole_and_plays_from_a_fresh_process(fresh_gin, tm
                            "--num_episodes=1"], cwd=str(tmp_path), env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "average return over 1 episodes" in done.stdout
+    assert "average return over 1 episode:" in done.stdout
 
 
 def test_docs_name_every_trainer_config_field_and_example():
