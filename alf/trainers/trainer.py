@@ -154,7 +154,7 @@ class Trainer:
             self._algorithm.metrics.load_state_dict(state["metrics"])
         self._saved_iteration = iteration
         self._notice(f"[alf] resumed from iteration {iteration:,} "
-                         f"({self._context.env_steps:,} env steps)")
+                     f"({self._context.env_steps:,} env steps)")
         self._restore_replay_buffer(rb_state)
         return True
 
@@ -200,14 +200,13 @@ class Trainer:
             resumed = self.restore_checkpoint()
             if not resumed and os.path.isfile(config_path):
                 self._notice(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
-                                 "(the previous run stopped before saving one): training starts "
-                                 "from iteration 0")
+                             "(the previous run stopped before saving one): training starts "
+                             "from iteration 0")
             self._write_config(config_path)
             if resumed and self._overrides:
                 self._notice("[alf] applied to the saved config (kept for later resumes): "
-                                 + ", ".join(self._overrides))
-            done = resumed and self._done()
-            if done:
+                             + ", ".join(self._overrides))
+            if resumed and self._done():
                 self._notice(
                     f"[alf] {self._root_dir} is already complete (iteration "
                     f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
@@ -295,7 +294,7 @@ class Trainer:
         log = ProgressLog(os.path.join(self._root_dir, PROGRESS_FILE), ctx.iteration)
         if log.dropped_rows:
             self._notice(f"[alf] {PROGRESS_FILE}: dropped {log.dropped_rows} row(s) past the "
-                             f"restored iteration {ctx.iteration:,} (written after its checkpoint)")
+                         f"restored iteration {ctx.iteration:,} (written after its checkpoint)")
         self._loop_start = start = time.perf_counter()
         last_print = start
         steps_at_start = ctx.env_steps
@@ -342,7 +341,7 @@ class Trainer:
         unused = alf_config.unused_bindings()
         if unused:
             self._notice("[alf] warning: gin bindings never used (typo, or a class this "
-                             f"experiment does not build?): {', '.join(unused)}")
+                         f"experiment does not build?): {', '.join(unused)}")
 
     def _progress_text(self, metrics, fps: float, elapsed: float) -> str:
         ctx, cfg = self._context, self._config

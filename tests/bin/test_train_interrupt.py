@@ -1,5 +1,6 @@
 """Ctrl-C during ``python -m alf.bin.train`` with subprocess (async) envs: exit 130,
 a checkpoint is saved, and no process of the run survives."""
+import contextlib
 import csv
 import glob
 import os
@@ -46,6 +47,17 @@ def _processes_mentioning(token):
     return found
 
 
+@contextlib.contextmanager
+def _killed_on_exit(proc):
+    """Whatever the test asserts, no process group of the run outlives it."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def _wait_for_progress(proc, root, rows: int = 2):
     """Wait until ``root/progress.csv`` has ``rows`` rows (training is under way)."""
     deadline = time.monotonic() + 120
@@ -70,7 +82,7 @@ def test_sigint_saves_checkpoint_and_reaps_workers(alf_cli, tmp_path, target):
     # processes of another test session running this same test at the same time
     proc = alf_cli.start("alf.bin.train", ["--conf", "async.gin", "--root_dir", str(root)],
                          tmp_path, stdout=subprocess.DEVNULL, start_new_session=True)
-    try:
+    with _killed_on_exit(proc):
         progress = _wait_for_progress(proc, root)
         workers = _children(proc.pid)
         assert len(workers) >= 2, "the async backend should run one process per env"
@@ -79,10 +91,6 @@ def test_sigint_saves_checkpoint_and_reaps_workers(alf_cli, tmp_path, target):
         else:
             proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
     assert proc.returncode == 130, stderr
     ckpts = glob.glob(str(root / "train" / "ckpt-*.pt"))
@@ -114,16 +122,12 @@ def test_two_quick_sigints_still_leave_a_complete_checkpoint(alf_cli, tmp_path):
     args = ["--conf", "async.gin", "--root_dir", str(root)]
     proc = alf_cli.start("alf.bin.train", args, tmp_path, stdout=subprocess.DEVNULL,
                          start_new_session=True)
-    try:
+    with _killed_on_exit(proc):
         _wait_for_progress(proc, root)
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130, stderr
     assert not glob.glob(str(root / "train" / "*.tmp")), stderr
     ckpts = glob.glob(str(root / "train" / "ckpt-*.pt"))
