@@ -30,6 +30,7 @@ from alf.metrics import EpisodeMetrics
 from alf.replay_buffers import ReplayBuffer, experience_storage
 from alf.tensor_specs import TensorSpec, extract_spec, zeros_from_spec
 from alf.unrollers.sync_unroller import SyncUnroller
+from alf.unrollers.unroll_result import UnrollResult
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
@@ -84,6 +85,8 @@ class RLAlgorithm(Algorithm):
         self.__dict__["_frame_stacker"] = None  # part of the data transformer, not a submodule
         self._unroll_accumulator = 0.0
         self._prepared = False
+        self._pending_batch: Optional[Experience] = None  # async whole-buffer batch [B, T+1]
+        self._last_unroll_steps = 0
 
     # -------------------------------------------------------------- plumbing
     @property
@@ -133,11 +136,24 @@ class RLAlgorithm(Algorithm):
         return getattr(type(self), name) if value is None else bool(value)
 
     def _time_step_spec(self) -> TimeStep:
-        env_spec = self._env.time_step_spec()
-        return env_spec._replace(observation=self._observation_spec)
+        source = self._env if self._unroller is None else self._unroller
+        return source.time_step_spec()._replace(observation=self._observation_spec)
+
+    def attach_unroller(self, unroller: Any) -> None:
+        """Use ``unroller`` (owned and closed by the Trainer) as the source of experience.
+
+        Without one, an algorithm given an ``env`` builds a :class:`SyncUnroller` over
+        it in :meth:`prepare` (standalone use: tests, notebooks)."""
+        if self._prepared:
+            raise RuntimeError("attach_unroller() must come before prepare()")
+        self.__dict__["_unroller"] = unroller
+
+    @property
+    def _async(self) -> bool:
+        return bool(self._config is not None and getattr(self._config, "async_unroll", False))
 
     def prepare(self) -> None:
-        """Build the unroller, metrics, optimizers and (off-policy) replay buffer from specs."""
+        """Build the unroller (standalone), optimizers and (off-policy) replay buffer from specs."""
         if self._prepared:
             return
         self._prepared = True
@@ -146,24 +162,43 @@ class RLAlgorithm(Algorithm):
             raise ConfigError(f"{type(self).__name__} is on-policy: TrainerConfig."
                               "initial_collect_steps must be 0 (random actions would be trained "
                               "on with the policy's log-probabilities)")
+        if self.on_policy and self._async:
+            raise ConfigError(
+                f"{type(self).__name__} trains through its rollout's autograd graph, which "
+                "cannot cross processes: TrainerConfig.async_unroll=True needs an algorithm "
+                "that trains on stored experience, e.g. ImpalaAlgorithm or APPOAlgorithm")
         self._ensure_optimizers()
-        if self._env is None:
+        if self._unroller is None and self._env is not None:
+            buffer_size = self._config.metric_buffer_size if self._config is not None else 20
+            self.__dict__["_unroller"] = SyncUnroller(
+                self._env, self._data_transformer,
+                EpisodeMetrics(self._env.batch_size, buffer_size),
+                self.get_initial_rollout_state, device=self.device)
+        if self._unroller is None:
             return
-        buffer_size = self._config.metric_buffer_size if self._config is not None else 20
-        self.__dict__["_unroller"] = SyncUnroller(
-            self._env, self._data_transformer, EpisodeMetrics(self._env.batch_size, buffer_size),
-            self.get_initial_rollout_state, device=self.device)
-        if not self.on_policy:
+        # Async whole-buffer training (APPO, IMPALA) trains on each batch of trajectories
+        # as it arrives (``[B, T+1]`` with its bootstrap step): no buffer.
+        if not self.on_policy and not (self._async
+                                       and self._regime("whole_replay_buffer_training")):
             self._build_replay_buffer()
 
-    def _build_replay_buffer(self) -> None:
-        batch = self._env.batch_size
+    def experience_spec(self) -> Experience:
+        """Spec of one step of :class:`Experience` this algorithm rolls out (no batch dim):
+        the transformed time step, action, rollout info and rollout state (``()`` if
+        stateless), from a dry run of ``rollout_step`` on zeros."""
+        return extract_spec(self._dry_run_experience(1), 1)
+
+    def _dry_run_experience(self, batch: int) -> Experience:
         ts = zeros_from_spec(self._time_step_spec(), batch, device=self.device)
         with torch.no_grad():
             alg_step = self.rollout_step(ts, self.get_initial_rollout_state(batch))
-        exp = Experience(time_step=ts, action=alg_step.output, rollout_info=alg_step.info,
-                         state=self.get_initial_rollout_state(batch)
-                         if not alf_nest.is_empty(self.rollout_state_spec) else ())
+        return Experience(time_step=ts, action=alg_step.output, rollout_info=alg_step.info,
+                          state=self.get_initial_rollout_state(batch)
+                          if not alf_nest.is_empty(self.rollout_state_spec) else ())
+
+    def _build_replay_buffer(self) -> None:
+        batch = self._unroller.batch_size
+        exp = self._dry_run_experience(batch)
         # a FrameStacker's frames are stored once and re-stacked when sampled
         self.__dict__["_frame_stacker"] = find_frame_stacker(self._data_transformer)
         length = self._config.replay_buffer_length if self._config is not None else None
@@ -209,16 +244,30 @@ class RLAlgorithm(Algorithm):
                           self._context.env_steps < self._config.initial_collect_steps)
         override = None
         if random_collect:
-            batch = self._env.batch_size
             device = self.device
-            override = lambda _step: self._action_spec.sample((batch,)).to(device)  # noqa: E731
-        experience = self._unroller.unroll(self.rollout_step, unroll_length,
-                                           action_override=override)
-        self._context.env_steps += unroll_length * self._env.batch_size
+            spec = self._action_spec
+            override = lambda step: spec.sample(  # noqa: E731
+                (alf_nest.flatten(step.output)[0].shape[0],)).to(device)
+        result = self._unroller.collect(self.rollout_step, unroll_length,
+                                        action_override=override)
+        self._context.env_steps += result.env_steps
+        self._last_unroll_steps = result.env_steps
         if self.on_policy:
-            return experience
-        self.observe_for_replay(experience)
+            return result.experience
+        self.observe_unroll(result)
         return None
+
+    def observe_unroll(self, result: UnrollResult) -> None:
+        """Keep an off-policy unroll: a batch of ``[T + 1, B]`` trajectories for async
+        whole-buffer training, else its new steps go into the replay buffer."""
+        experience = result.experience
+        if self._replay_buffer is None:  # async whole-buffer training: train on it as is
+            self._pending_batch = alf_nest.map_structure(lambda x: x.transpose(0, 1),
+                                                         experience)
+            return
+        if result.bootstrap_last:  # the bootstrap step is the first of the next unroll
+            experience = alf_nest.map_structure(lambda x: x[:-1], experience)
+        self.observe_for_replay(experience)
 
     def observe_for_replay(self, experience: Experience) -> None:
         """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""
@@ -233,21 +282,23 @@ class RLAlgorithm(Algorithm):
         self._unroll_accumulator += float(self._unroll_length())
         steps = int(self._unroll_accumulator + 1e-9)  # 10 x 0.1 must give 1
         self._unroll_accumulator -= steps
+        self._last_unroll_steps = 0
         if self.on_policy:
             t0 = time.perf_counter()
             experience = self.unroll(max(1, steps))
             self._context.unroll_seconds += time.perf_counter() - t0
             self.train_from_unroll(experience)
-            return max(1, steps) * self._env.batch_size
-        if steps > 0:
+            return self._last_unroll_steps
+        if steps > 0 or self._async:
             t0 = time.perf_counter()
             with torch.no_grad():
                 self.unroll(steps)
             self._context.unroll_seconds += time.perf_counter() - t0
         if self._config is not None and self._context.env_steps < self._config.initial_collect_steps:
-            return steps * self._env.batch_size
+            self._pending_batch = None
+            return self._last_unroll_steps
         self.train_from_replay_buffer()
-        return steps * self._env.batch_size
+        return self._last_unroll_steps
 
     def train_from_unroll(self, experience: Experience) -> LossInfo:
         """On-policy update from ``experience [T, B]`` whose rollout infos carry gradients."""
@@ -299,21 +350,26 @@ class RLAlgorithm(Algorithm):
         num_updates = cfg.num_updates_per_train_iter if cfg is not None else 1
         mb_size = cfg.mini_batch_size if cfg is not None else None
         loss_info, info, experience = None, None, None
-        whole, sizes = self._regime("whole_replay_buffer_training"), self._replay_buffer.current_size()
+        whole = self._regime("whole_replay_buffer_training")
+        pending, self._pending_batch = self._pending_batch, None
         if whole:
             mb_length = cfg.mini_batch_length if cfg is not None else 1
-            if int(sizes.min()) < 2:
+            if pending is not None:
+                gathered = pending  # async: a batch of [B, T+1] trajectories
+            elif int(self._replay_buffer.current_size().min()) < 2:
                 return None  # too little data yet (first iterations of a short/fractional unroll)
-            experience = self.preprocess_experience(self.gather_replay())
+            else:
+                gathered = self.gather_replay()
+            experience = self.preprocess_experience(gathered)
             # min: the first iteration holds one step less (no step kept from before)
             length = min(mb_length, alf_nest.flatten(experience.step_type)[0].shape[1])
             for batch in whole_buffer_mini_batches(experience, mb_size, length, num_updates):
                 loss_info, info = self.train_on_batch(batch)
-            if self._regime("clear_replay_buffer"):
+            if self._regime("clear_replay_buffer") and pending is None:
                 self._replay_buffer.clear(keep_last=True)
         else:
             mb_length = self.replay_sequence_length()
-            if int(sizes.max()) < mb_length:
+            if int(self._replay_buffer.current_size().max()) < mb_length:
                 return None
             if mb_size is None:
                 raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")

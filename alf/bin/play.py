@@ -107,7 +107,7 @@ def _main() -> int:
     import torch
 
     from alf import config as alf_config
-    from alf.algorithms.data_transformers import create_data_transformer
+    from alf.experiment import EnvSpecs, build_algorithm
     from alf.environments import create_environment
     from alf.errors import CheckpointError, ConfigError
     from alf.trainers.checkpointer import Checkpointer
@@ -134,11 +134,8 @@ def _main() -> int:
                              backend="sync")
     writer = None
     try:
-        transformer = create_data_transformer(config.data_transformer_ctor, env.observation_spec())
-        algorithm = config.algorithm_ctor(
-            observation_spec=transformer.transformed_observation_spec, action_spec=env.action_spec(),
-            reward_spec=env.reward_spec(), env=None, config=None, context=RunContext())
-        algorithm.set_data_transformer(transformer)
+        algorithm = build_algorithm(config, EnvSpecs.of(env), "player", RunContext())
+        transformer = algorithm.data_transformer
         found = Checkpointer(os.path.join(root_dir, "train")).load_latest()
         if found is None:
             raise CheckpointError(f"No readable checkpoint in {os.path.join(root_dir, 'train')}; "

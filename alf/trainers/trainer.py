@@ -23,7 +23,9 @@ import torch
 from alf import config as alf_config
 from alf.errors import UserError
 from alf.environments import create_environment
-from alf.algorithms.data_transformers import create_data_transformer
+from alf.experiment import EnvSpecs, build_algorithm
+from alf.metrics import EpisodeMetrics
+from alf.unrollers.sync_unroller import SyncUnroller
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
 from alf.trainers.experiment_signature import (check_compatible, experiment_signature,
@@ -68,19 +70,12 @@ class Trainer:
         set_random_seed(config.random_seed)
         self._context = RunContext(config.num_iterations, config.num_env_steps,
                                    summary_interval=config.summary_interval)
-        with sigint_ignored_in_children():
-            self._env = create_environment(seed=config.random_seed)
+        self._env = None  # the sync unroller's training env (None when async)
+        self._unroller = None
         self._eval_env = None
         try:
-            obs_spec = self._env.observation_spec()
-            self._transformer = create_data_transformer(config.data_transformer_ctor, obs_spec)
-            self._algorithm = config.algorithm_ctor(
-                observation_spec=self._transformer.transformed_observation_spec,
-                action_spec=self._env.action_spec(), reward_spec=self._env.reward_spec(),
-                env=self._env, config=config, context=self._context)
-            self._algorithm.set_data_transformer(self._transformer)
-            self._algorithm.to(config.device)
-            self._algorithm.prepare()
+            self._algorithm = self._build_learner(config)
+            self._transformer = self._algorithm.data_transformer
             if config.evaluate:
                 with sigint_ignored_in_children():
                     self._eval_env = create_environment(
@@ -97,9 +92,39 @@ class Trainer:
         self._wall_time_offset = 0.0  # training seconds before this process (restored)
         self._loop_start: Optional[float] = None
 
+    def _build_learner(self, config: TrainerConfig):
+        """The algorithm (:func:`alf.experiment.build_algorithm`) and the unroller this
+        Trainer owns: in-process envs (sync) or env worker processes (async)."""
+        if config.async_unroll:
+            from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
+            specs = probe_env_specs()
+            algorithm = build_algorithm(config, specs, "learner", self._context)
+            self._unroller = AsyncUnroller(config, self._config_text or alf_config.config_text(),
+                                           specs, self._context)
+            algorithm.attach_unroller(self._unroller)
+            algorithm.prepare()
+            self._unroller.connect(algorithm)
+            return algorithm
+        with sigint_ignored_in_children():
+            self._env = create_environment(seed=config.random_seed)
+        algorithm = build_algorithm(config, EnvSpecs.of(self._env), "learner", self._context,
+                                    env=self._env)
+        self._unroller = SyncUnroller(
+            self._env, algorithm.data_transformer,
+            EpisodeMetrics(self._env.batch_size, config.metric_buffer_size),
+            algorithm.get_initial_rollout_state, device=algorithm.device)
+        algorithm.attach_unroller(self._unroller)
+        algorithm.prepare()
+        return algorithm
+
     @property
     def algorithm(self):
         return self._algorithm
+
+    @property
+    def unroller(self):
+        """The source of experience (sync or async); owned and closed by this Trainer."""
+        return self._unroller
 
     @property
     def context(self) -> RunContext:
@@ -115,7 +140,7 @@ class Trainer:
         return {"algorithm": self._algorithm.state_dict(), "context": self._context.state_dict(),
                 "rng": get_rng_state(), "random_seed": self._config.random_seed,
                 "metrics": metrics.state_dict() if metrics is not None else {},
-                "experiment": experiment_signature(self._env, self._algorithm),
+                "experiment": experiment_signature(self._unroller, self._algorithm),
                 "wall_time_s": self._wall_time()}
 
     def save_checkpoint(self) -> str:
@@ -141,7 +166,8 @@ class Trainer:
         if found is None:
             return False
         iteration, state, rb_state = found
-        check_compatible(state.get("experiment"), experiment_signature(self._env, self._algorithm),
+        check_compatible(state.get("experiment"),
+                         experiment_signature(self._unroller, self._algorithm),
                          self._root_dir)
         load_algorithm_state(self._algorithm, state["algorithm"], self._root_dir)
         self._context.load_state_dict(state["context"])
@@ -149,7 +175,7 @@ class Trainer:
         self._wall_time_offset = float(state.get("wall_time_s", 0.0))
         # New episodes after a resume come from a fresh, deterministic seed instead of
         # replaying the run's first episodes (env RNG states are not checkpointable).
-        self._env.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
+        self._unroller.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
         if self._algorithm.metrics is not None and state.get("metrics"):
             self._algorithm.metrics.load_state_dict(state["metrics"])
         self._saved_iteration = iteration
@@ -306,6 +332,7 @@ class Trainer:
                 ctx.iteration += 1
                 t0 = time.perf_counter()
                 alg.train_iter()
+                self._unroller.after_train_iter(alg)
                 iter_seconds += time.perf_counter() - t0
                 metrics = alg.metrics
                 now = time.perf_counter()
@@ -391,7 +418,8 @@ class Trainer:
 
     def close(self) -> None:
         """Close envs and the summary writer (idempotent)."""
-        for env in (getattr(self, "_env", None), getattr(self, "_eval_env", None)):
+        for env in (getattr(self, "_unroller", None), getattr(self, "_env", None),
+                    getattr(self, "_eval_env", None)):
             if env is not None:
                 try:
                     env.close()

@@ -13,6 +13,7 @@ from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.metrics import EpisodeMetrics
 from alf.tensor_specs import zeros_from_spec
+from alf.unrollers.unroll_result import UnrollResult
 from alf.utils.tensor_utils import detach, reset_state_if_necessary
 
 
@@ -48,6 +49,38 @@ class SyncUnroller:
     @property
     def metrics(self) -> EpisodeMetrics:
         return self._metrics
+
+    @property
+    def batch_size(self) -> int:
+        return self._env.batch_size
+
+    def time_step_spec(self) -> TimeStep:
+        return self._env.time_step_spec()
+
+    @property
+    def env_name(self) -> str:
+        return self._env.env_name
+
+    def observation_spec(self) -> Any:
+        return self._env.observation_spec()
+
+    def action_spec(self) -> Any:
+        return self._env.action_spec()
+
+    def after_train_iter(self, algorithm: Any) -> None:
+        """Nothing to do: the policy acting here is the learner's own."""
+
+    def collect(self, policy_step: Callable[[TimeStep, Any], AlgStep], unroll_length: int,
+                action_override: Optional[Callable[[AlgStep], Any]] = None) -> UnrollResult:
+        """:meth:`unroll` as an :class:`UnrollResult` (``[T, B]``, every step new)."""
+        experience = self.unroll(policy_step, unroll_length, action_override)
+        return UnrollResult(experience, unroll_length * self._env.batch_size)
+
+    def seed(self, seed: int) -> None:
+        self._env.seed(seed)
+
+    def close(self) -> None:
+        self._env.close()
 
     def _ensure_started(self) -> None:
         if self._time_step is None:

@@ -1,0 +1,73 @@
+"""The one build function of an experiment: data transformer + algorithm from env specs.
+
+The Trainer, ``alf.bin.play`` and every async env worker build the same
+experiment from the same parsed config (a worker re-parses the run's config
+text, whose ``TrainerConfig.random_seed`` is the resolved seed), so they
+cannot drift apart: they differ only in the env they build around it and in
+the ``role`` the algorithm is built for.
+
+Roles:
+    ``"learner"``: trains; gets the TrainerConfig (training regime, replay buffer).
+    ``"actor"``: an async env worker's rollout copy; gets the TrainerConfig (some
+        algorithms read knobs at construction) but no env, and never trains.
+    ``"player"``: ``alf.bin.play``/evaluation: no TrainerConfig, no env.
+"""
+from typing import Any, NamedTuple, Optional
+
+import torch
+
+from alf.algorithms.data_transformers import create_data_transformer
+from alf.data_structures import TimeStep
+from alf.errors import ConfigError
+from alf.utils.run_context import RunContext
+
+ROLES = ("learner", "actor", "player")
+
+
+class EnvSpecs(NamedTuple):
+    """What an experiment needs to know about its env (no env object required)."""
+    observation_spec: Any
+    action_spec: Any
+    reward_spec: Any
+    time_step_spec: TimeStep
+
+    @staticmethod
+    def of(env: Any) -> "EnvSpecs":
+        """The specs of a built :class:`alf.environments.AlfEnvironment`."""
+        return EnvSpecs(env.observation_spec(), env.action_spec(), env.reward_spec(),
+                        env.time_step_spec())
+
+
+def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
+                    context: Optional[RunContext] = None, env: Any = None) -> Any:
+    """Build ``config.algorithm_ctor`` with its data transformer, on ``config.device``.
+
+    Args:
+        config: the parsed :class:`alf.trainers.trainer_config.TrainerConfig`.
+        specs: the raw env's specs (before the data transformer).
+        role: ``"learner"``, ``"actor"`` or ``"player"`` (see the module docstring).
+        context: the run context (a fresh one if None).
+        env: the batched training env, for a learner stepping it in this process
+            (the sync unroller); None otherwise.
+    Returns:
+        the algorithm, not yet ``prepare()`` d, its transformer set.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    transformer = create_data_transformer(config.data_transformer_ctor, specs.observation_spec)
+    algorithm = config.algorithm_ctor(
+        observation_spec=transformer.transformed_observation_spec,
+        action_spec=specs.action_spec, reward_spec=specs.reward_spec,
+        env=env if role == "learner" else None,
+        config=None if role == "player" else config,
+        context=context if context is not None else RunContext(
+            config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval))
+    algorithm.set_data_transformer(transformer)
+    device = config.device if role == "learner" else "cpu"  # actors/players act on the CPU
+    try:
+        algorithm.to(device)
+    except (RuntimeError, AssertionError) as e:
+        raise ConfigError(f"TrainerConfig.device='{device}': {e}") from None
+    if role == "player":
+        algorithm.eval()
+    return algorithm
