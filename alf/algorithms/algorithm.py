@@ -13,8 +13,13 @@ state specs up front. Subclasses implement some of:
 ``update_with_gradient`` does backward, global-norm clipping and every
 optimizer step; optimizer state travels in ``state_dict()`` (via torch's
 ``extra_state`` hook) so one call checkpoints the whole algorithm.
+
+``rollout_state_dict()`` / ``load_rollout_state_dict()`` are the weights an
+actor process needs to act (``state_dict`` less optimizer state and the
+modules given to :meth:`Algorithm.exclude_from_rollout`, e.g. target networks).
 """
-from typing import Any, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -58,6 +63,9 @@ class Algorithm(nn.Module):
         self._optimizers: Optional[List[Tuple[torch.optim.Optimizer, OptimizerFactory, list]]] = None
         self._context = context if context is not None else default_run_context()
         self._debug_summaries = debug_summaries
+        # Submodules only training needs (target networks): left out of rollout_state_dict.
+        # A plain list, so they are not registered twice; identity is what counts.
+        self._rollout_excluded: List[nn.Module] = []
 
     # ------------------------------------------------------------------ specs
     @property
@@ -238,6 +246,87 @@ class Algorithm(nn.Module):
         self._context.num_updates += 1
         return loss_info._replace(loss=loss.detach())
 
+    # ------------------------------------------------------- rollout weights
+    def exclude_from_rollout(self, module: nn.Module) -> None:
+        """Leave ``module`` (a submodule that only training reads, e.g. a target network)
+        out of :meth:`rollout_state_dict`, wherever it sits in the module tree.
+        :meth:`~alf.algorithms.off_policy_algorithm.OffPolicyAlgorithm.register_target`
+        calls this for every target."""
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"exclude_from_rollout expects an nn.Module, got {type(module).__name__}")
+        if not any(m is module for m in self._rollout_excluded):
+            self._rollout_excluded.append(module)
+
+    def _rollout_tensors(self) -> Iterator[Tuple[str, torch.Tensor]]:
+        """``(state_dict key, live tensor)`` of the rollout state, in ``state_dict`` order."""
+        excluded = {id(m) for alg in self.modules() if isinstance(alg, Algorithm)
+                    for m in alg._rollout_excluded}
+
+        def walk(module: nn.Module, prefix: str):
+            if id(module) in excluded:
+                return
+            # the same traversal as nn.Module.state_dict, minus `_extra_state`
+            for name, p in module._parameters.items():
+                if p is not None:
+                    yield prefix + name, p
+            for name, b in module._buffers.items():
+                if b is not None and name not in module._non_persistent_buffers_set:
+                    yield prefix + name, b
+            for name, child in module._modules.items():
+                if child is not None:
+                    yield from walk(child, prefix + name + ".")
+
+        return walk(self, "")
+
+    def rollout_state_dict(self) -> Dict[str, torch.Tensor]:
+        """The parameters and persistent buffers an actor needs for ``rollout_step`` /
+        ``predict_step``: ``state_dict()`` without optimizer state (``_extra_state``
+        entries), without modules given to :meth:`exclude_from_rollout` (target networks)
+        and without anything that is not a tensor. Data transformers that are
+        submodules (``RLAlgorithm._data_transformer``) are included, so their running
+        statistics travel with the weights.
+
+        Returns:
+            ``{state_dict key: tensor}`` in ``state_dict`` order (deterministic, so a
+            flattened copy lines up between processes). Tensors are detached, on their
+            own device, contiguous and share memory with the live parameters (copy them
+            before the next update if a snapshot is needed).
+        """
+        out: Dict[str, torch.Tensor] = OrderedDict()
+        for key, t in self._rollout_tensors():
+            t = t.detach()
+            out[key] = t if t.is_contiguous() else t.contiguous()
+        return out
+
+    @torch.no_grad()
+    def load_rollout_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Copy a :meth:`rollout_state_dict` (of an algorithm built from the same config) into
+        this one in place (``copy_``: no tensor is replaced, so parameters living in
+        shared or pinned memory stay there).
+
+        Raises:
+            ValueError: keys missing or unexpected, or a tensor whose shape or dtype
+                differs; nothing is copied then.
+        """
+        own = list(self._rollout_tensors())
+        keys = {k for k, _ in own}
+        missing = [k for k, _ in own if k not in state]
+        unexpected = [k for k in state if k not in keys]
+        wrong = [f"{k} ({tuple(state[k].shape)} {state[k].dtype} for {tuple(t.shape)} {t.dtype})"
+                 if isinstance(state[k], torch.Tensor) else f"{k} (a {type(state[k]).__name__})"
+                 for k, t in own if k in state and not (
+                     isinstance(state[k], torch.Tensor) and state[k].shape == t.shape
+                     and state[k].dtype == t.dtype)]
+        if missing or unexpected or wrong:
+            parts = [f"{what} {_some(items)}" for what, items in
+                     (("missing keys", missing), ("unexpected keys", unexpected),
+                      ("mismatched tensors", wrong)) if items]
+            raise ValueError(f"{type(self).__name__}.load_rollout_state_dict: "
+                             + "; ".join(parts) + " (was the state made by an algorithm built "
+                             "from a different config?)")
+        for key, t in own:
+            t.copy_(state[key])
+
     # ---------------------------------------------------------- checkpointing
     def get_extra_state(self) -> Any:
         """Optimizer states (torch puts this under ``<prefix>_extra_state`` in state_dict)."""
@@ -252,6 +341,12 @@ class Algorithm(nn.Module):
                              f"the algorithm has {len(self._optimizers)}")
         for (opt, _, _), s in zip(self._optimizers, saved):
             opt.load_state_dict(s)
+
+
+def _some(items: List[str], limit: int = 6) -> str:
+    """``items`` listed, at most ``limit`` of them (a count for the rest)."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def _scalar(x: Any) -> float:

@@ -7,6 +7,20 @@ normalisers) are saved in checkpoints through ``state_dict`` and follow
 ``.to(device)``; they are picklable. Statistics only update while the module
 is in training mode; the trainer calls ``.eval()`` for evaluation.
 
+Learner-owned statistics (async collection): an actor's copy runs with
+``freeze_statistics(True)``; it normalises with the statistics the learner
+shipped (they are buffers, so part of ``Algorithm.rollout_state_dict``) and
+accumulates the moments of what it saw separately. ``pop_statistics()`` on the
+actor returns those moments (a small picklable dict of tensors) and resets
+them; ``merge_statistics(moments)`` on the learner folds them in exactly::
+
+    actor:   transformer.freeze_statistics(True)        # once, after building
+             ... unroll (training mode) ...
+             moments = transformer.pop_statistics()      # ship with the trajectory
+    learner: transformer.merge_statistics(moments)       # before the next weights go out
+
+Transformers without statistics return ``{}`` and accept only ``{}``.
+
 The trainer builds them with ``TrainerConfig.data_transformer_ctor`` via
 :func:`create_data_transformer`, calling each constructor as
 ``ctor(observation_spec=...)``; everything else is bound in gin, e.g.::
@@ -14,7 +28,7 @@ The trainer builds them with ``TrainerConfig.data_transformer_ctor`` via
     TrainerConfig.data_transformer_ctor = [@ObservationNormalizer, @RewardNormalizer]
     RewardNormalizer.gamma = 0.99
 """
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -27,6 +41,8 @@ from alf.utils.normalizers import NestNormalizer, RunningMeanVar
 
 Nest = Any
 TransformerCtor = Callable[..., "DataTransformer"]
+#: What :meth:`DataTransformer.pop_statistics` returns: a (possibly nested) dict of tensors.
+Statistics = Dict[str, Any]
 
 
 class DataTransformer(nn.Module):
@@ -52,6 +68,7 @@ class DataTransformer(nn.Module):
         self._observation_spec = observation_spec
         self._transformed_observation_spec = observation_spec
         self._state_spec = state_spec
+        self._statistics_frozen = False
 
     @property
     def observation_spec(self) -> Nest:
@@ -75,6 +92,36 @@ class DataTransformer(nn.Module):
     def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
         """Transform one batched step (``[B, ...]`` fields); returns ``(time_step, new_state)``."""
         raise NotImplementedError
+
+    # ------------------------------------------------- learner-owned statistics
+    @property
+    def statistics_frozen(self) -> bool:
+        """Whether :meth:`freeze_statistics` is on (see the module docstring)."""
+        return self._statistics_frozen
+
+    def freeze_statistics(self, frozen: bool = True) -> None:
+        """Actor side: keep the (learner's) statistics fixed and accumulate what is seen in
+        training mode for :meth:`pop_statistics` instead. Applies to every transformer and
+        :class:`~alf.utils.normalizers.RunningMeanVar` inside this one."""
+        for m in self.modules():
+            if isinstance(m, DataTransformer):
+                m._statistics_frozen = bool(frozen)
+            elif isinstance(m, RunningMeanVar):
+                m.freeze(frozen)
+
+    def pop_statistics(self) -> Statistics:
+        """The moments accumulated while frozen since the last call (then reset): a dict of
+        tensors with the same keys every call; ``{}`` for a transformer without statistics.
+        Subclasses with statistics override this and :meth:`merge_statistics`."""
+        return {}
+
+    def merge_statistics(self, statistics: Statistics) -> None:
+        """Learner side: fold in a :meth:`pop_statistics` of a copy built from the same
+        config, exactly (the result is as if this transformer had seen that data)."""
+        if statistics:
+            raise ValueError(f"{type(self).__name__} has no statistics to merge, got "
+                             f"{sorted(statistics)}: the actor's transformer was built from a "
+                             "different config")
 
 
 @alf.configurable
@@ -129,6 +176,25 @@ class SequentialDataTransformer(DataTransformer):
             new_states.append(member_state)
         return time_step, tuple(new_states)
 
+    def pop_statistics(self) -> Statistics:
+        """``{str(member index): member.pop_statistics()}`` for members with statistics."""
+        out = {}
+        for i, member in enumerate(self.members):
+            stats = member.pop_statistics()
+            if stats:
+                out[str(i)] = stats
+        return out
+
+    def merge_statistics(self, statistics: Statistics) -> None:
+        """Hand every member its entry of a :meth:`pop_statistics` (``{}`` if none)."""
+        keys = {str(i) for i in range(len(self.members))}
+        unknown = sorted(set(statistics) - keys)
+        if unknown:
+            raise ValueError(f"SequentialDataTransformer.merge_statistics: no members {unknown} "
+                             f"(it has {len(self.members)})")
+        for i, member in enumerate(self.members):
+            member.merge_statistics(statistics.get(str(i), {}))
+
 
 @alf.configurable
 class ObservationNormalizer(DataTransformer):
@@ -145,6 +211,8 @@ class ObservationNormalizer(DataTransformer):
         fields: optional nest paths (``"state"``, ``"goal.pos"``) restricting which
             float leaves are normalised; ``None`` means all of them.
     Normalised leaves become unbounded float32 :class:`TensorSpec` of the same shape.
+
+    Statistics (:meth:`pop_statistics`): ``{nest path: {"count", "mean", "var"}}``.
     """
 
     def __init__(self, observation_spec: Nest, clipping: Optional[float] = 5.0,
@@ -155,9 +223,15 @@ class ObservationNormalizer(DataTransformer):
         self._transformed_observation_spec = self.normalizer.normalized_spec
 
     def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
-        if self.training:
+        if self.training:  # into the pending moments when frozen
             self.normalizer.update(time_step.observation)
         return time_step._replace(observation=self.normalizer.normalize(time_step.observation)), state
+
+    def pop_statistics(self) -> Statistics:
+        return self.normalizer.pop_pending()
+
+    def merge_statistics(self, statistics: Statistics) -> None:
+        self.normalizer.merge(statistics)
 
 
 @alf.configurable
@@ -215,9 +289,15 @@ class RewardNormalizer(DataTransformer):
         clip_value: bound of the normalised reward; ``None`` or 0 disables clipping.
         epsilon: added to the variance.
         update_max_calls: stop updating the statistics after this many training
-            steps (``None``: never stop); the count is checkpointed.
+            steps (``None``: never stop); the count is checkpointed. With statistics
+            merged from actors (:meth:`merge_statistics`) the count is the number of
+            actor steps merged, and a merge is taken whole or (once the count reached
+            ``update_max_calls``) not at all.
         reward_shape: shape of one reward (``()``, or ``(k,)`` for multi-dim rewards).
     State: ``TensorSpec(reward_shape)`` per environment, i.e. ``[B]`` by default.
+
+    Statistics (:meth:`pop_statistics`): ``{"return": {"count", "mean", "var"},
+    "calls": int64 scalar}``, ``calls`` being the steps accumulated while frozen.
     """
 
     changes_observation = False
@@ -231,6 +311,7 @@ class RewardNormalizer(DataTransformer):
         self._epsilon = epsilon
         self._update_max_calls = update_max_calls
         self._num_updates = 0
+        self._pending_calls = 0
         self.return_stats = RunningMeanVar(reward_shape)
 
     def transform_timestep(self, time_step: TimeStep, state: torch.Tensor) -> Tuple[TimeStep, torch.Tensor]:
@@ -240,13 +321,32 @@ class RewardNormalizer(DataTransformer):
         ret = torch.where(first, torch.zeros_like(state), state * self._gamma + reward)
         if self.training and (self._update_max_calls is None
                               or self._num_updates < self._update_max_calls):
-            self.return_stats.update(ret, mask=~is_first)
-            self._num_updates += 1
+            self.return_stats.update(ret, mask=~is_first)  # into the pending moments when frozen
+            if self._statistics_frozen:
+                self._pending_calls += 1
+            else:
+                self._num_updates += 1
         scale = torch.rsqrt(self.return_stats.var + self._epsilon).to(reward.dtype)
         new_reward = reward * scale
         if self._clip_value:
             new_reward = new_reward.clamp(-self._clip_value, self._clip_value)
         return time_step._replace(reward=new_reward), ret
+
+    def pop_statistics(self) -> Statistics:
+        calls = torch.tensor(self._pending_calls, dtype=torch.int64)
+        self._pending_calls = 0
+        return {"return": self.return_stats.pop_pending(), "calls": calls}
+
+    def merge_statistics(self, statistics: Statistics) -> None:
+        if set(statistics) != {"return", "calls"}:
+            raise ValueError(f"RewardNormalizer.merge_statistics expects keys ['calls', "
+                             f"'return'] (a RewardNormalizer's pop_statistics), got "
+                             f"{sorted(statistics)}")
+        if self._update_max_calls is not None and self._num_updates >= self._update_max_calls:
+            return
+        m = statistics["return"]
+        self.return_stats.merge(m["count"], m["mean"], m["var"])
+        self._num_updates += int(statistics["calls"])
 
     def get_extra_state(self) -> dict:
         return {"num_updates": self._num_updates}

@@ -91,10 +91,12 @@ class OffPolicyAlgorithm(RLAlgorithm):
     def register_target(self, module: nn.Module) -> nn.Module:
         """Make (and return) a frozen target copy of ``module`` that follows it with the
         configured tau/period after every gradient step. Call in the subclass ctor and
-        assign the result to an attribute (so it is checkpointed)."""
+        assign the result to an attribute (so it is checkpointed). The target is recorded
+        (by identity) as training-only: :meth:`rollout_state_dict` leaves it out."""
         target = make_target(module)
         self._online_for_target.append(module)
         self._targets.append(target)
+        self.exclude_from_rollout(target)
         return target
 
     def _updater(self) -> Optional[TargetUpdater]:

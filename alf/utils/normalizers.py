@@ -4,8 +4,16 @@ Statistics are float64 buffers, so they travel with ``state_dict`` (checkpoints)
 and ``.to(device)``; updates are exact (Chan et al.'s parallel combination of
 batch moments), so after any sequence of batches ``mean``/``var`` equal the
 population mean/variance of everything seen. No update needs a host sync.
+
+Learner-owned statistics (async collection, several workers or ranks): an
+actor's copy is :meth:`RunningMeanVar.freeze` -ed, so it normalises with the
+statistics the learner shipped and folds what it sees into a separate pending
+accumulator instead; :meth:`RunningMeanVar.pop_pending` hands those moments
+over and the learner folds them in with :meth:`RunningMeanVar.merge`. The
+combination is exact, so the learner ends up with the statistics of one
+normaliser that saw every worker's data.
 """
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -16,12 +24,40 @@ from alf.tensor_specs import TensorSpec
 Nest = Any
 
 
+#: Moments of a set of samples: ``{"count": [], "mean": shape, "var": shape}`` float64
+#: tensors (``var`` is the population variance; ``count = 0`` means no samples).
+Moments = Dict[str, torch.Tensor]
+
+
+def combine_moments(count_a: torch.Tensor, mean_a: torch.Tensor, var_a: torch.Tensor,
+                    count_b: torch.Tensor, mean_b: torch.Tensor, var_b: torch.Tensor
+                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Moments of the union of two sample sets (Chan et al.'s parallel combination).
+
+    Exact up to rounding: ``mean = mean_a + delta * n_b / n`` and
+    ``var = (var_a n_a + var_b n_b + delta^2 n_a n_b / n) / n`` with
+    ``delta = mean_b - mean_a``. With no samples at all (``n = 0``) ``var_a`` is kept.
+    """
+    total = count_a + count_b
+    safe_total = total.clamp(min=1.0)
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (count_b / safe_total)
+    m2 = var_a * count_a + var_b * count_b + delta ** 2 * (count_a * count_b / safe_total)
+    var = torch.where(total > 0, m2 / safe_total, var_a)
+    return total, mean, var
+
+
 class RunningMeanVar(nn.Module):
     """Running population mean and variance of tensors of a fixed ``shape``.
 
     Buffers (checkpointed): ``mean`` and ``var`` (float64, ``shape``) and
     ``count`` (float64 scalar). Before any data ``mean = 0`` and ``var = 1``, so
     :meth:`normalize` is the identity (up to ``epsilon``).
+
+    Frozen (:meth:`freeze`, on an actor's copy): :meth:`update` leaves the
+    statistics alone and folds the batch into a pending accumulator
+    (non-persistent buffers: not in ``state_dict``, so shipping or loading
+    weights never touches it) that :meth:`pop_pending` returns and resets.
     """
 
     def __init__(self, shape: Sequence[int] = ()):
@@ -30,14 +66,31 @@ class RunningMeanVar(nn.Module):
         self.register_buffer("mean", torch.zeros(self._shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(self._shape, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("_pending_mean", torch.zeros(self._shape, dtype=torch.float64),
+                             persistent=False)
+        self.register_buffer("_pending_var", torch.ones(self._shape, dtype=torch.float64),
+                             persistent=False)
+        self.register_buffer("_pending_count", torch.zeros((), dtype=torch.float64),
+                             persistent=False)
+        self._frozen = False
 
     @property
     def shape(self) -> torch.Size:
         return self._shape
 
+    @property
+    def frozen(self) -> bool:
+        """Whether :meth:`update` goes to the pending accumulator (see :meth:`freeze`)."""
+        return self._frozen
+
+    def freeze(self, frozen: bool = True) -> None:
+        """Frozen: keep ``mean``/``var``/``count`` as they are (someone else owns them) and
+        send :meth:`update` s to the pending accumulator; unfrozen: update them again."""
+        self._frozen = bool(frozen)
+
     @torch.no_grad()
     def update(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
-        """Fold a batch into the statistics.
+        """Fold a batch into the statistics (into the pending accumulator when frozen).
 
         Args:
             x: ``[*outer, *shape]``; every outer index is one sample.
@@ -60,16 +113,58 @@ class RunningMeanVar(nn.Module):
             safe_n = n.clamp(min=1.0)
             batch_mean = (w * x).sum(0) / safe_n
             batch_var = (w * (x - batch_mean) ** 2).sum(0) / safe_n
-        total = self.count + n
-        safe_total = total.clamp(min=1.0)
-        delta = batch_mean - self.mean
-        new_mean = self.mean + delta * (n / safe_total)
-        m2 = self.var * self.count + batch_var * n + delta ** 2 * (self.count * n / safe_total)
-        # with no data at all keep the (0, 1) prior
-        new_var = torch.where(total > 0, m2 / safe_total, self.var)
-        self.mean.copy_(new_mean)
-        self.var.copy_(new_var)
-        self.count.copy_(total)
+        if self._frozen:
+            self._fold(self._pending_count, self._pending_mean, self._pending_var,
+                       n, batch_mean, batch_var)
+        else:
+            self._fold(self.count, self.mean, self.var, n, batch_mean, batch_var)
+
+    @staticmethod
+    def _fold(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n: torch.Tensor,
+              batch_mean: torch.Tensor, batch_var: torch.Tensor) -> None:
+        total, new_mean, new_var = combine_moments(count, mean, var, n, batch_mean, batch_var)
+        mean.copy_(new_mean)
+        var.copy_(new_var)
+        count.copy_(total)
+
+    @torch.no_grad()
+    def merge(self, count: Union[torch.Tensor, float], mean: Union[torch.Tensor, float],
+              var: Union[torch.Tensor, float]) -> None:
+        """Fold in the moments of samples seen elsewhere (e.g. a :meth:`pop_pending` of an
+        actor's copy): afterwards the statistics are those of the union, exactly.
+
+        Args:
+            count: number of samples (scalar, ``>= 0``; 0 changes nothing).
+            mean: their mean, ``shape``.
+            var: their population variance, ``shape``.
+        Merges into ``mean``/``var``/``count`` even while frozen.
+        """
+        def _t(v):
+            return torch.as_tensor(v, dtype=torch.float64, device=self.mean.device)
+        count, mean, var = _t(count), _t(mean), _t(var)
+        if count.ndim != 0 or tuple(mean.shape) != tuple(self._shape) \
+                or tuple(var.shape) != tuple(self._shape):
+            raise ValueError(f"RunningMeanVar.merge: expected a scalar count and mean/var of "
+                             f"shape {tuple(self._shape)}, got count {tuple(count.shape)}, mean "
+                             f"{tuple(mean.shape)}, var {tuple(var.shape)}")
+        if bool(count < 0):
+            raise ValueError(f"RunningMeanVar.merge: count must be >= 0, got {float(count)}")
+        self._fold(self.count, self.mean, self.var, count, mean, var)
+
+    def moments(self) -> Moments:
+        """A copy of the statistics as ``{"count", "mean", "var"}`` (see :data:`Moments`)."""
+        return {"count": self.count.clone(), "mean": self.mean.clone(), "var": self.var.clone()}
+
+    @torch.no_grad()
+    def pop_pending(self) -> Moments:
+        """The moments accumulated while frozen since the last call (``count = 0``: none),
+        as a copy; the accumulator is reset."""
+        out = {"count": self._pending_count.clone(), "mean": self._pending_mean.clone(),
+               "var": self._pending_var.clone()}
+        self._pending_count.zero_()
+        self._pending_mean.zero_()
+        self._pending_var.fill_(1.0)
+        return out
 
     def normalize(self, x: torch.Tensor, clip: Optional[float] = None,
                   epsilon: float = 1e-8) -> torch.Tensor:
@@ -127,6 +222,7 @@ class NestNormalizer(nn.Module):
                 raise ValueError(f"fields {unknown} not found in the spec; its leaves are "
                                  f"{all_paths}")
         self._paths = frozenset(paths)
+        self._ordered_paths = tuple(paths)
 
     @property
     def normalized_spec(self) -> Nest:
@@ -139,6 +235,33 @@ class NestNormalizer(nn.Module):
         for path, x in alf_nest.flatten_with_paths(nest):
             if path in self._paths:
                 self.normalizers[_module_key(path)].update(x, mask)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """:meth:`RunningMeanVar.freeze` every leaf's statistics."""
+        for rmv in self.normalizers.values():
+            rmv.freeze(frozen)
+
+    def moments(self) -> Dict[str, Moments]:
+        """``{nest path: moments}`` of every normalised leaf (copies)."""
+        return {path: self._stats(path).moments() for path in self._ordered_paths}
+
+    def pop_pending(self) -> Dict[str, Moments]:
+        """``{nest path: moments}`` accumulated while frozen (see
+        :meth:`RunningMeanVar.pop_pending`); every normalised leaf is present."""
+        return {path: self._stats(path).pop_pending() for path in self._ordered_paths}
+
+    def merge(self, moments: Dict[str, Moments]) -> None:
+        """Fold in a :meth:`pop_pending` (or :meth:`moments`) of a normaliser built from the
+        same spec; its keys must be exactly this one's normalised paths."""
+        if set(moments) != set(self._ordered_paths):
+            raise ValueError(f"NestNormalizer.merge: got moments for {sorted(moments)}, this "
+                             f"normaliser has {list(self._ordered_paths)}")
+        for path in self._ordered_paths:
+            m = moments[path]
+            self._stats(path).merge(m["count"], m["mean"], m["var"])
+
+    def _stats(self, path: str) -> RunningMeanVar:
+        return self.normalizers[_module_key(path)]
 
     def normalize(self, nest: Nest) -> Nest:
         """Normalised copy of a batched nest (float32 for normalised leaves)."""

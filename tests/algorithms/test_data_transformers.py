@@ -216,3 +216,141 @@ def test_gin_configurable():
         torch.testing.assert_close(out.reward, torch.tensor([1.5, -2.]))
     finally:
         gin.clear_config()
+
+
+# ------------------------------------------------------- learner-owned statistics
+def _stats_transformer(**reward_kwargs):
+    reward_kwargs.setdefault("gamma", 0.9)
+    return SequentialDataTransformer(
+        [ObservationNormalizer, functools.partial(RewardScaling, scale=2.0),
+         functools.partial(RewardNormalizer, **reward_kwargs)], observation_spec=OBS_SPEC)
+
+
+def _stream(seed, steps=6, batch=3):
+    """``steps`` batched TimeSteps of one env group; episodes start at step 0 and at random."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for t in range(steps):
+        first = torch.rand(batch, generator=g) < 0.25 if t else torch.ones(batch, dtype=torch.bool)
+        step_type = torch.where(first, torch.tensor(F), torch.tensor(M))
+        out.append(make_ts(random_obs(g, batch), reward=torch.randn(batch, generator=g) * 3,
+                           step_type=step_type, batch=batch))
+    return out
+
+
+def _run(transformer, stream):
+    state, outs = transformer.get_initial_state(stream[0].reward.shape[0]), []
+    for ts in stream:
+        out, state = transformer.transform_timestep(ts, state)
+        outs.append(out)
+    return outs
+
+
+def _copy_of(learner, **kwargs):
+    """What an actor holds: a transformer built from the same config, given the learner's state."""
+    copy = _stats_transformer(**kwargs)
+    copy.load_state_dict(learner.state_dict())
+    return copy
+
+
+def _assert_same_statistics(a, b, tol=1e-12):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sorted(sa) == sorted(sb)
+    for k in sa:
+        if isinstance(sa[k], torch.Tensor):
+            torch.testing.assert_close(sa[k], sb[k], rtol=tol, atol=tol, msg=k)
+        else:
+            assert sa[k] == sb[k], k
+
+
+def test_frozen_actors_and_a_merging_learner_match_one_transformer_that_saw_everything():
+    learner = _stats_transformer()
+    _run(learner, _stream(100))  # the learner's statistics already hold some data
+    initial = {k: v.clone() for k, v in learner.state_dict().items()
+               if isinstance(v, torch.Tensor)}
+    reference = _copy_of(learner)  # sees every actor's data itself
+    shipped = _copy_of(learner).eval()  # normalises with the learner's statistics only
+    actors = [_copy_of(learner) for _ in range(3)]
+    for actor in actors:
+        actor.freeze_statistics(True)
+        assert actor.statistics_frozen and actor.members[2].statistics_frozen
+    for i, actor in enumerate(actors):
+        stream = _stream(i)
+        outs = _run(actor, stream)
+        _run(reference, stream)
+        # the actor normalised with the learner's statistics, as an eval-mode copy does
+        for got, want in zip(outs, _run(shipped, stream)):
+            torch.testing.assert_close(got.observation["state"], want.observation["state"])
+            torch.testing.assert_close(got.reward, want.reward)
+        # and its own statistics did not move
+        for k, v in actor.state_dict().items():
+            if isinstance(v, torch.Tensor):
+                assert torch.equal(v, initial[k]), k
+        assert actor.members[2]._num_updates == learner.members[2]._num_updates
+    for actor in actors:
+        stats = actor.pop_statistics()
+        assert sorted(stats) == ["0", "2"]  # RewardScaling has none
+        assert sorted(stats["2"]) == ["calls", "return"] and int(stats["2"]["calls"]) == 6
+        learner.merge_statistics(pickle.loads(pickle.dumps(stats)))  # it crosses a process
+    _assert_same_statistics(learner, reference)
+    assert learner.members[2]._num_updates == reference.members[2]._num_updates == 24
+    # popped: a second pop is empty, and merging it changes nothing
+    empty = actors[0].pop_statistics()
+    assert empty["0"]["state"]["count"].item() == 0 and int(empty["2"]["calls"]) == 0
+    learner.merge_statistics(empty)
+    _assert_same_statistics(learner, reference)
+
+
+def test_frozen_eval_mode_accumulates_nothing_and_unfreezing_updates_again():
+    actor = _stats_transformer()
+    actor.freeze_statistics()
+    actor.eval()
+    _run(actor, _stream(0))
+    stats = actor.pop_statistics()
+    assert stats["0"]["state"]["count"].item() == 0 and int(stats["2"]["calls"]) == 0
+    actor.train()
+    actor.freeze_statistics(False)
+    _run(actor, _stream(0))
+    assert actor.members[0].normalizer.normalizers["state"].count.item() == 18
+    assert actor.members[2]._num_updates == 6
+
+
+def test_reward_normalizer_update_max_calls_counts_merged_steps():
+    def make():
+        return RewardNormalizer(observation_spec=(), gamma=0.0, update_max_calls=4)
+    stream = [make_ts(reward=[float(i), -2.0 * i + 1]) for i in range(1, 7)]
+    sync = make()
+    _run(sync, stream)  # updates on the first 4 calls only
+    learner, actor = make(), make()
+    actor.freeze_statistics()
+    for i in range(0, 6, 2):  # the actor ships every 2 steps
+        _run(actor, stream[i:i + 2])
+        learner.merge_statistics(actor.pop_statistics())
+    assert learner._num_updates == 4
+    _assert_same_statistics(learner, sync)
+    # a merge is taken whole: with pops of 3 steps the learner takes 6
+    learner, actor = make(), make()
+    actor.freeze_statistics()
+    for i in (0, 3):
+        _run(actor, stream[i:i + 3])
+        learner.merge_statistics(actor.pop_statistics())
+    assert learner._num_updates == 6
+    all_six = RewardNormalizer(observation_spec=(), gamma=0.0)
+    _run(all_six, stream)
+    torch.testing.assert_close(learner.return_stats.var, all_six.return_stats.var,
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_transformers_without_statistics_and_mismatched_statistics():
+    ident = IdentityDataTransformer(OBS_SPEC)
+    ident.freeze_statistics()
+    assert ident.pop_statistics() == {}
+    ident.merge_statistics({})
+    with pytest.raises(ValueError, match="IdentityDataTransformer has no statistics"):
+        ident.merge_statistics({"0": {}})
+    seq = SequentialDataTransformer([RewardScaling, RewardClipping], ())
+    assert seq.pop_statistics() == {}
+    with pytest.raises(ValueError, match=r"no members \['5'\]"):
+        seq.merge_statistics({"5": {}})
+    with pytest.raises(ValueError, match="expects keys"):
+        RewardNormalizer(observation_spec=()).merge_statistics({"return": {}})
