@@ -8,12 +8,16 @@ package registers the configurables ``create_environment``,
 """
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariOptions, atari_options
-from alf.environments.backends import BACKENDS, EnvRequest, register_backend
+# defines the gin configurables ale_vector_env_backend / envpool_env_backend (registers no backend)
+from alf.environments import atari_backends  # noqa: F401  pylint: disable=unused-import
+from alf.environments.backends import (Backend, EnvRequest, backend_names, get_backend,
+                                      register_backend, unregister_backend)
 from alf.environments.factory import create_environment
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.environments.wrappers import MaskVelocityWrapper
 
 __all__ = [
-    "AlfEnvironment", "AtariOptions", "BACKENDS", "EnvRequest", "GymVectorEnvironment",
-    "MaskVelocityWrapper", "atari_options", "create_environment", "register_backend",
+    "AlfEnvironment", "AtariOptions", "Backend", "EnvRequest", "GymVectorEnvironment",
+    "MaskVelocityWrapper", "atari_options", "backend_names", "create_environment", "get_backend",
+    "register_backend", "unregister_backend",
 ]

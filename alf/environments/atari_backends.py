@@ -1,5 +1,8 @@
 """The C++ Atari engines as alf backends: ``"ale_vector"`` and ``"envpool"``.
 
+Their builders are listed in :func:`alf.environments.backends.builtin_backends`
+(importing this module registers nothing).
+
 Atari (ALE) ids get the preprocessing of :mod:`alf.environments.atari` on
 every backend (options in ``EnvRequest.atari``, resolved in the main process):
 
@@ -51,7 +54,7 @@ from alf.config import configurable
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import (AtariOptions, envpool_task_id, is_atari_spec, life_loss_hook,
                                     rom_name)
-from alf.environments.backends import EnvRequest, register_backend
+from alf.environments.backends import EnvRequest
 from alf.environments.env_ids import find_env_spec
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
@@ -125,6 +128,20 @@ class _ChannelFirstVectorEnv(gym.vector.VectorObservationWrapper):
     def observations(self, observations: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(observations[:, 0].transpose(0, 3, 1, 2))
 
+    def send(self, actions: np.ndarray) -> None:
+        """Start a step of ``AtariVectorEnv`` (returns at once; :meth:`recv` waits)."""
+        self.env.send(actions)
+
+    def recv(self) -> tuple:
+        """The step started by :meth:`send`, observations channel-first like :meth:`step`."""
+        obs, reward, terminated, truncated, info = self.env.recv()
+        return self.observations(obs), reward, terminated, truncated, info
+
+
+def _num_threads(request: EnvRequest, configured: int) -> int:
+    """``request.num_threads`` (a per-worker cap) when set, else the gin-configured value."""
+    return int(configured if request.num_threads is None else request.num_threads)
+
 
 @configurable
 def ale_vector_env_backend(request: EnvRequest, num_threads: int = 0,
@@ -134,10 +151,13 @@ def ale_vector_env_backend(request: EnvRequest, num_threads: int = 0,
     ``AtariVectorEnv(rom, num_envs, stack_num=1, reward_clipping=False,
     episodic_life=False, ...)``; life loss from its ``info["lives"]``
     (:class:`~alf.environments.atari.LifeLossDiscount`). Its observations are
-    fresh arrays every step (checked), so they are not copied.
+    fresh arrays every step (checked), so they are not copied. ``step_async``
+    is its ``send`` (the C++ threads step while the caller works),
+    ``step_wait`` its ``recv``.
 
     Args:
-        request: what to build (an Atari id).
+        request: what to build (an Atari id); ``request.num_threads``, when
+            not None, overrides ``num_threads``.
         num_threads: C++ worker threads; 0: ale-py's default (one per CPU
             core, at most ``num_envs``).
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
@@ -146,7 +166,7 @@ def ale_vector_env_backend(request: EnvRequest, num_threads: int = 0,
     from ale_py.vector_env import AtariVectorEnv  # pylint: disable=import-outside-toplevel
     rom = rom_name(find_env_spec(request.env_name))
     env = AtariVectorEnv(
-        rom, request.num_envs, num_threads=int(num_threads),
+        rom, request.num_envs, num_threads=_num_threads(request, num_threads),
         thread_affinity_offset=int(thread_affinity_offset),
         max_num_frames_per_episode=options.max_episode_frames,
         repeat_action_probability=options.sticky_action_prob,
@@ -158,7 +178,8 @@ def ale_vector_env_backend(request: EnvRequest, num_threads: int = 0,
     if not options.grayscale:
         env = _ChannelFirstVectorEnv(env)
     return GymVectorEnvironment(env, request.env_name, request.seed, copy_observations=False,
-                                enforce_autoreset=True, info_hook=life_loss_hook(options))
+                                enforce_autoreset=True, info_hook=life_loss_hook(options),
+                                env_id_offset=request.env_id_offset)
 
 
 def ale_vector_backend(request: EnvRequest) -> AlfEnvironment:
@@ -216,6 +237,14 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: np.ndarray):
         return self._pool.step(actions)
 
+    def send(self, actions: np.ndarray) -> None:
+        """Start a step (envpool's ``send``; :meth:`recv` waits for it)."""
+        self._pool.send(actions)
+
+    def recv(self) -> tuple:
+        """The step started by :meth:`send`, as :meth:`step` returns it."""
+        return self._pool.recv(reset=False, return_info=True)
+
     def render(self):
         return self._pool.render()
 
@@ -234,7 +263,8 @@ def envpool_env_backend(request: EnvRequest, num_threads: int = 0,
     supported. Needs ``pip install -e ".[envpool]"``.
 
     Args:
-        request: what to build (an Atari id).
+        request: what to build (an Atari id); ``request.num_threads``, when
+            not None, overrides ``num_threads``.
         num_threads: envpool worker threads (0: one per env, up to the CPU count).
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
     """
@@ -250,7 +280,8 @@ def envpool_env_backend(request: EnvRequest, num_threads: int = 0,
         raise UserError(f"backend='envpool' has no Atari game '{rom}' (looked for '{task_id}' in "
                         f"envpool.list_all_envs()); use backend='ale_vector' or 'sync'.")
     make_kwargs = dict(
-        num_envs=request.num_envs, batch_size=request.num_envs, num_threads=int(num_threads),
+        num_envs=request.num_envs, batch_size=request.num_envs,
+        num_threads=_num_threads(request, num_threads),
         thread_affinity_offset=int(thread_affinity_offset), stack_num=1,
         frame_skip=options.frame_skip, noop_max=options.noop_max, episodic_life=False,
         zero_discount_on_life_loss=False, reward_clip=False,
@@ -261,17 +292,13 @@ def envpool_env_backend(request: EnvRequest, num_threads: int = 0,
         max_episode_steps=-(-options.max_episode_frames // options.frame_skip))
     if request.render_mode is not None:
         make_kwargs["render_mode"] = request.render_mode
-    env = EnvPoolVectorEnv(task_id, make_kwargs, request.seed)
+    env = EnvPoolVectorEnv(task_id, make_kwargs, request.seed + request.env_id_offset)
     return GymVectorEnvironment(env, request.env_name, request.seed, copy_observations=False,
-                                enforce_autoreset=True, info_hook=life_loss_hook(options))
+                                enforce_autoreset=True, info_hook=life_loss_hook(options),
+                                env_id_offset=request.env_id_offset)
 
 
 def envpool_backend(request: EnvRequest) -> AlfEnvironment:
     """The ``"envpool"`` backend; knobs are bound on ``envpool_env_backend`` in gin."""
     return envpool_env_backend(request)
 
-
-register_backend("ale_vector", ale_vector_backend, check=check_ale_vector_request,
-                 requires=(("ale_py", "atari"),))
-register_backend("envpool", envpool_backend, check=check_envpool_request,
-                 requires=(("envpool", "envpool"),))

@@ -1,14 +1,17 @@
 """Environment backends: how ``B`` copies of an env are built and stepped.
 
-``BACKENDS`` maps a backend name to a builder ``(EnvRequest) -> AlfEnvironment``.
-It is the extension point for faster engines: an ``"envpool"`` or an
-Atari-specific backend is one function plus ``register_backend(name, fn)``
-(and, if it should be picked automatically, a rule in
-:func:`select_auto_backend`). A backend built on an optional package declares
-it (``requires``) and a ``check`` of the request's options;
-:func:`check_backend_request` runs the check first and only then looks for the
-package (without importing it), so a bad option gives the same error whether
-or not the package is installed.
+A backend is a :class:`Backend`: a builder ``(EnvRequest) -> AlfEnvironment``,
+an optional ``check`` of the request's options and the optional packages it
+``requires``. The built-in ones are an explicit table,
+:func:`builtin_backends`; nothing is registered as a side effect of an import,
+so a fresh subprocess that imports only :mod:`alf.environments.factory` has
+every built-in backend. :func:`register_backend` is the extension point for
+users (a faster engine is one function plus ``register_backend(name, fn)``);
+:func:`get_backend` looks a name up (user registrations first) and
+:func:`backend_names` lists them. :func:`check_backend_request` runs a
+backend's check first and only then looks for its packages (without importing
+them), so a bad option gives the same error whether or not the package is
+installed.
 
 Built-in backends (all gymnasium 1.x, NEXT_STEP autoreset):
 
@@ -32,7 +35,8 @@ import dataclasses
 import functools
 import importlib.util
 import inspect
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+import multiprocessing
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, load_env_creator
@@ -65,6 +69,13 @@ class EnvRequest:
     """Atari preprocessing/life options (:mod:`alf.environments.atari`); set by
     ``create_environment`` for Atari ids, None otherwise (None for an Atari id
     in a hand-made request: the plain gymnasium env, no alf preprocessing)."""
+    env_id_offset: int = 0
+    """Sub-env ``i`` has ``TimeStep.env_id`` ``env_id_offset + i`` and seed
+    ``seed + env_id_offset + i`` (one env group of several)."""
+    num_threads: Optional[int] = None
+    """C++ thread-pool size for ``ale_vector``/``envpool`` (0: the engine's
+    default); None: the backend's gin-configured ``num_threads``. Backends
+    without a thread pool ignore it."""
 
 
 def make_single_env(request: EnvRequest, index: int) -> gym.Env:
@@ -73,8 +84,8 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
     Atari ids with ``request.atari`` set are built by
     :func:`alf.environments.make_atari_env` (preprocessing wrappers)
     before the ``gym_wrappers``. Its action/observation space samplers are
-    seeded with ``seed + index``; the env itself is seeded by the vector env's
-    first ``reset(seed=seed)``.
+    seeded with ``seed + env_id_offset + index``; the env itself is seeded by
+    the vector env's first ``reset(seed=seed + env_id_offset)``.
     """
     find_env_spec(request.env_name)  # registers e.g. ALE ids in a fresh worker process
     if request.atari is not None:
@@ -89,8 +100,8 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
         env = gym.make(request.env_name, **kwargs)
     for wrapper in request.gym_wrappers:
         env = wrapper(env)
-    env.action_space.seed(request.seed + index)
-    env.observation_space.seed(request.seed + index)
+    env.action_space.seed(request.seed + request.env_id_offset + index)
+    env.observation_space.seed(request.seed + request.env_id_offset + index)
     return env
 
 
@@ -147,7 +158,8 @@ def vector_backend(request: EnvRequest) -> AlfEnvironment:
     builds their native vector env with alf's preprocessing.
     """
     if request.atari is not None:
-        return BACKENDS["ale_vector"](request)
+        from alf.environments.atari_backends import ale_vector_backend  # noqa: PLC0415
+        return ale_vector_backend(request)
     spec = find_env_spec(request.env_name)
     problem = vector_backend_problem(request, spec)
     if problem is not None:
@@ -162,7 +174,8 @@ def vector_backend(request: EnvRequest) -> AlfEnvironment:
                        vectorization_mode="vector_entry_point", **kwargs)
     trusted = ep in _TRUSTED_ENTRY_POINTS
     return GymVectorEnvironment(env, request.env_name, request.seed,
-                                copy_observations=not trusted, enforce_autoreset=not trusted)
+                                copy_observations=not trusted, enforce_autoreset=not trusted,
+                                env_id_offset=request.env_id_offset)
 
 
 # -------------------------------------------------------------- sync/async
@@ -171,7 +184,8 @@ def sync_backend(request: EnvRequest) -> AlfEnvironment:
     env = gym.vector.SyncVectorEnv(_env_fns(request), copy=True,
                                    autoreset_mode=AutoresetMode.NEXT_STEP)
     return GymVectorEnvironment(env, request.env_name, request.seed, enforce_autoreset=False,
-                                info_hook=life_loss_hook(request.atari))
+                                info_hook=life_loss_hook(request.atari),
+                                env_id_offset=request.env_id_offset)
 
 
 @configurable
@@ -182,7 +196,10 @@ def async_env_backend(request: EnvRequest, context: Optional[str] = None,
 
     Workers run :func:`alf.environments.async_worker.async_worker`: when this
     process dies (even by SIGKILL) they close their env and exit quietly, no
-    traceback, within a second.
+    traceback, within a second. They are daemonic, so this process must not
+    be a daemonic ``multiprocessing`` process itself (refused with a
+    :class:`UserError`): an actor process that builds ``async`` envs must be
+    started with ``daemon=False``.
 
     Args:
         request: what to build.
@@ -191,13 +208,19 @@ def async_env_backend(request: EnvRequest, context: Optional[str] = None,
         step_timeout: seconds a step may take before ``multiprocessing.TimeoutError``.
         close_timeout: seconds ``close()`` waits for workers before terminating them.
     """
+    if multiprocessing.current_process().daemon:
+        raise UserError(f"backend='async' cannot start env processes from the daemonic process "
+                        f"'{multiprocessing.current_process().name}' (daemonic processes may not "
+                        "have children); start that process with daemon=False, or use "
+                        "backend='sync'.")
     env = gym.vector.AsyncVectorEnv(_env_fns(request), shared_memory=True, copy=True,
                                     context=context, daemon=True, worker=make_async_worker(),
                                     autoreset_mode=AutoresetMode.NEXT_STEP)
     return GymVectorEnvironment(env, request.env_name, request.seed,
                                 step_timeout=step_timeout, close_timeout=close_timeout,
                                 enforce_autoreset=False,
-                                info_hook=life_loss_hook(request.atari))
+                                info_hook=life_loss_hook(request.atari),
+                                env_id_offset=request.env_id_offset)
 
 
 def async_backend(request: EnvRequest) -> AlfEnvironment:
@@ -205,23 +228,48 @@ def async_backend(request: EnvRequest) -> AlfEnvironment:
     return async_env_backend(request)
 
 
-BACKENDS: Dict[str, Callable[[EnvRequest], AlfEnvironment]] = {
-    "vector": vector_backend,
-    "sync": sync_backend,
-    "async": async_backend,
-}
-
 RequestCheck = Callable[[EnvRequest], object]  # raises UserError; return value ignored
 
 
 @dataclasses.dataclass(frozen=True)
-class _BackendNeeds:
-    """What :func:`check_backend_request` verifies before a backend builds anything."""
+class Backend:
+    """One backend: how to build a request, and what to verify before building.
+
+    Attributes:
+        builder: ``(EnvRequest) -> AlfEnvironment``.
+        check: ``check(request)`` raises a :class:`UserError` naming the option
+            when ``builder`` cannot honour ``request``; it must not import the
+            ``requires`` packages (it runs before they are looked for).
+        requires: ``(module, extra)`` pairs: optional packages the builder
+            imports, and the ``setup.py`` extra that installs each.
+    """
+    builder: Callable[[EnvRequest], AlfEnvironment]
     check: Optional[RequestCheck] = None
     requires: Tuple[Tuple[str, str], ...] = ()
 
 
-_BACKEND_NEEDS: Dict[str, _BackendNeeds] = {}
+def builtin_backends() -> Dict[str, Backend]:
+    """The built-in backends by name (a fresh dict: changing it changes nothing).
+
+    ``vector``, ``sync``, ``async`` (this module) and the C++ Atari engines
+    ``ale_vector`` and ``envpool`` (:mod:`alf.environments.atari_backends`,
+    imported here, which imports none of their optional packages).
+    """
+    from alf.environments import atari_backends as atari  # noqa: PLC0415 - it imports this module
+    return {
+        "vector": Backend(vector_backend),
+        "sync": Backend(sync_backend),
+        "async": Backend(async_backend),
+        "ale_vector": Backend(atari.ale_vector_backend, check=atari.check_ale_vector_request,
+                              requires=(("ale_py", "atari"),)),
+        "envpool": Backend(atari.envpool_backend, check=atari.check_envpool_request,
+                           requires=(("envpool", "envpool"),)),
+    }
+
+
+_USER_BACKENDS: Dict[str, Backend] = {}
+"""Backends added by :func:`register_backend` calls (the user extension
+point); empty until a user registers one. Looked up before the built-ins."""
 
 
 def register_backend(name: str, builder: Callable[[EnvRequest], AlfEnvironment],
@@ -229,21 +277,54 @@ def register_backend(name: str, builder: Callable[[EnvRequest], AlfEnvironment],
                      requires: Tuple[Tuple[str, str], ...] = ()) -> None:
     """Make ``create_environment(backend=name)`` call ``builder(request)``.
 
+    The registration lives in this process only: a process that rebuilds the
+    experiment from its config (e.g. an async actor started with ``spawn``)
+    must import the module that registers the backend again.
+
     Args:
         name: the backend name (not ``"auto"``).
         builder: ``(EnvRequest) -> AlfEnvironment``.
-        overwrite: replace an existing backend of that name.
+        overwrite: replace an existing backend of that name (a built-in one too).
         check: ``check(request)`` raises a :class:`UserError` naming the option
             when ``builder`` cannot honour ``request``. It must not import
             ``requires`` packages: it runs before they are looked for.
         requires: ``(module, extra)`` pairs: optional packages the builder
             imports, and the ``setup.py`` extra that installs each
             (``pip install -e ".[extra]"`` is what the error suggests).
+
+    Raises:
+        ValueError: ``name`` is ``"auto"``, or exists and ``overwrite`` is False.
     """
-    if name == "auto" or (name in BACKENDS and not overwrite):
+    if name == "auto" or (name in backend_names() and not overwrite):
         raise ValueError(f"backend '{name}' already exists")
-    BACKENDS[name] = builder
-    _BACKEND_NEEDS[name] = _BackendNeeds(check, tuple(requires))
+    _USER_BACKENDS[name] = Backend(builder, check, tuple(requires))
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a backend added with :func:`register_backend` (a built-in one reappears)."""
+    if name not in _USER_BACKENDS:
+        raise ValueError(f"backend '{name}' was not added with register_backend")
+    del _USER_BACKENDS[name]
+
+
+def backend_names() -> List[str]:
+    """Every backend name ``create_environment`` accepts besides ``"auto"``, sorted."""
+    return sorted(set(builtin_backends()) | set(_USER_BACKENDS))
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called ``name`` (a user registration wins over a built-in).
+
+    Raises:
+        UserError: unknown name (the message lists the valid ones).
+    """
+    if name in _USER_BACKENDS:
+        return _USER_BACKENDS[name]
+    builtin = builtin_backends()
+    if name in builtin:
+        return builtin[name]
+    raise UserError(f"Unknown environment backend '{name}'. Valid choices: "
+                    f"{', '.join(['auto'] + backend_names())}.")
 
 
 def check_backend_request(backend: str, request: EnvRequest) -> None:
@@ -255,7 +336,7 @@ def check_backend_request(backend: str, request: EnvRequest) -> None:
     way whether or not the package is installed, and the missing-package
     message is only given for a request the backend could otherwise build.
     """
-    needs = _BACKEND_NEEDS.get(backend, _BackendNeeds())
+    needs = get_backend(backend)
     if needs.check is not None:
         needs.check(request)
     for module, extra in needs.requires:
@@ -284,6 +365,3 @@ def select_auto_backend(request: EnvRequest, spec: EnvSpec) -> str:
         return "sync"
     return "vector" if vector_backend_problem(request, spec) is None else "sync"
 
-
-# the C++ Atari engines register themselves ("ale_vector", "envpool")
-from alf.environments import atari_backends  # noqa: E402,F401  pylint: disable=wrong-import-position

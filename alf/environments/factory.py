@@ -46,7 +46,9 @@ def create_environment(env_name: str = "CartPole-v1",
                        gym_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
                        render_mode: Optional[str] = None,
                        max_episode_steps: Optional[int] = None,
-                       atari: Optional[AtariOptions] = None) -> AlfEnvironment:
+                       atari: Optional[AtariOptions] = None,
+                       env_id_offset: int = 0,
+                       num_threads: Optional[int] = None) -> AlfEnvironment:
     """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
 
     Args:
@@ -61,7 +63,10 @@ def create_environment(env_name: str = "CartPole-v1",
             ids: ``"vector"`` when the env has a native vector implementation
             compatible with the other arguments, else ``"sync"``), or any name
             added with :func:`alf.environments.backends.register_backend`.
-        seed: env ``i`` (and its action-space sampler) is seeded with ``seed + i``.
+        seed: env ``i`` (and its action-space sampler) is seeded with
+            ``seed + env_id_offset + i`` (a native vector env with a single RNG
+            for the whole batch, e.g. CartPole's ``vector``, seeds it with
+            ``seed + env_id_offset``).
         env_kwargs: extra keyword arguments for the env constructor.
         gym_wrappers: callables ``w(env) -> env`` applied, in order, to every
             sub-env (e.g. ``[@MaskVelocityWrapper]`` in gin). They need a
@@ -76,6 +81,16 @@ def create_environment(env_name: str = "CartPole-v1",
             :mod:`alf.environments.atari`); None: the gin-configured
             ``atari_options()``, resolved here in the main process and carried
             to env workers. Must be None for other ids.
+        env_id_offset: for one *env group* of several (async actors, ranks):
+            ``TimeStep.env_id`` of env ``i`` is ``env_id_offset + i`` and its
+            seed ``seed + env_id_offset + i``, so groups made with offsets 0 and
+            4 (4 envs each) never share replay rows or seeds, and their envs
+            are seeded as one group of 8 would be.
+        num_threads: size of the C++ thread pool of ``ale_vector`` / ``envpool``
+            (0: the engine's default, about one per core), e.g. a per-worker
+            cap; None: the gin-configured ``ale_vector_env_backend.num_threads``
+            / ``envpool_env_backend.num_threads``. Ignored by backends without
+            a thread pool.
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
@@ -84,13 +99,17 @@ def create_environment(env_name: str = "CartPole-v1",
         EnvironmentNotFoundError: unknown ``env_name`` (message lists close matches).
         UserError: unknown backend, bad argument, or a missing optional dependency.
     """
-    if backend != "auto" and backend not in _backends.BACKENDS:
-        raise UserError(f"Unknown environment backend '{backend}'. Valid choices: "
-                        f"{', '.join(['auto'] + sorted(_backends.BACKENDS))}.")
+    if backend != "auto":
+        _backends.get_backend(backend)  # UserError listing the valid names
     if int(num_parallel_environments) < 1:
         raise UserError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}.")
     if max_episode_steps is not None and int(max_episode_steps) < 1:
         raise UserError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}.")
+    if int(env_id_offset) < 0:
+        raise UserError(f"create_environment: env_id_offset must be >= 0, got {env_id_offset}.")
+    if num_threads is not None and int(num_threads) < 0:
+        raise UserError(f"create_environment: num_threads must be >= 0 (0: the engine's "
+                        f"default) or None, got {num_threads}.")
     spec = find_env_spec(env_name)
     if is_atari_spec(spec):
         atari = atari if atari is not None else atari_options()
@@ -113,11 +132,13 @@ def create_environment(env_name: str = "CartPole-v1",
         render_mode=render_mode,
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
         atari=atari,
+        env_id_offset=int(env_id_offset),
+        num_threads=None if num_threads is None else int(num_threads),
     )
     if backend == "auto":
         backend = _backends.select_auto_backend(request, spec)
     _backends.check_backend_request(backend, request)  # options, then optional packages
     try:
-        return _backends.BACKENDS[backend](request)
+        return _backends.get_backend(backend).builder(request)
     except gym.error.DependencyNotInstalled as e:
         raise UserError(f"Environment '{env_name}' needs an optional dependency: {e}") from None

@@ -7,7 +7,13 @@ Python loop over environments. Measured cost on top of the raw
 measured by replaying recorded raw outputs through ``step``.
 
 Every returned tensor is freshly allocated except ``env_id``, a constant
-``arange(B)`` shared by all time steps (treat it as read-only).
+``env_id_offset + arange(B)`` shared by all time steps (treat it as read-only).
+
+``step_async`` / ``step_wait`` use the vector env's own split when it has one:
+gymnasium ``AsyncVectorEnv`` (``step_async``/``step_wait``, with the step
+timeout) and engines with ``send(actions)`` / ``recv()`` (ale-py's
+``AtariVectorEnv``, envpool); the step then runs in the background between the
+two calls. Other vector envs step inside ``step_async``.
 
 Env-specific discount rules that need the gymnasium ``info`` dict (e.g. the
 Atari life-loss discount of :class:`alf.environments.atari.LifeLossDiscount`)
@@ -60,9 +66,11 @@ class GymVectorEnvironment(AlfEnvironment):
         vector_env: a gymnasium ``VectorEnv`` whose ``metadata["autoreset_mode"]``
             is ``AutoresetMode.NEXT_STEP`` (checked; anything else raises).
         env_name: the environment id (for messages and ``env_name``).
-        seed: environment ``i`` is seeded with ``seed + i`` on the first
-            ``reset()`` (gymnasium's ``reset(seed=seed)``); later resets continue
-            the RNG streams instead of replaying the same episodes.
+        seed: environment ``i`` is seeded with ``seed + env_id_offset + i`` on
+            the first ``reset()`` (gymnasium's ``reset(seed=seed + env_id_offset)``;
+            a native vector env with one RNG for the batch, e.g. CartPole's,
+            seeds it with ``seed + env_id_offset``); later resets continue the
+            RNG streams instead of replaying the same episodes.
         copy_observations: copy observation arrays that need no dtype
             conversion (for vector envs that return views of reused buffers).
         step_timeout: seconds to wait for an ``AsyncVectorEnv`` step before
@@ -75,12 +83,14 @@ class GymVectorEnvironment(AlfEnvironment):
         info_hook: optional :class:`InfoHook` that may zero ``discount`` from
             the step ``info`` (e.g. on an Atari life loss); None: ``info`` is
             ignored.
+        env_id_offset: ``TimeStep.env_id`` of row ``i`` is ``env_id_offset + i``
+            (for one env group of several; see ``create_environment``).
     """
 
     def __init__(self, vector_env: gym.vector.VectorEnv, env_name: str, seed: int = 0,
                  copy_observations: bool = False, step_timeout: Optional[float] = None,
                  close_timeout: float = 10.0, enforce_autoreset: bool = True,
-                 info_hook: Optional[InfoHook] = None):
+                 info_hook: Optional[InfoHook] = None, env_id_offset: int = 0):
         mode = vector_env.metadata.get("autoreset_mode")
         if mode is not None and not isinstance(mode, AutoresetMode):
             mode = AutoresetMode(mode)
@@ -110,13 +120,20 @@ class GymVectorEnvironment(AlfEnvironment):
             self._step_env = self._step_with_timeout
         else:
             self._step_env = vector_env.step
+        self._send, self._recv = self._split_step_fns(vector_env)
+        self._pending_prev_action: Any = None
+        self._eager_result: Any = None  # step_async's result for envs without a split
 
+        if int(env_id_offset) < 0:
+            raise ValueError(f"env_id_offset must be >= 0, got {env_id_offset}")
+        self._env_id_offset = int(env_id_offset)
         # seed the action-space samplers too (sub-env samplers are seeded by the
         # backends where they create the sub-envs)
-        vector_env.action_space.seed(self._seed)
-        vector_env.single_action_space.seed(self._seed)
+        vector_env.action_space.seed(self._seed + self._env_id_offset)
+        vector_env.single_action_space.seed(self._seed + self._env_id_offset)
 
-        self._env_id = torch.arange(self._batch_size, dtype=torch.int64)
+        self._env_id = torch.arange(self._env_id_offset, self._env_id_offset + self._batch_size,
+                                    dtype=torch.int64)
         self._prev_done = np.zeros(self._batch_size, dtype=np.bool_)
         self._any_reset = False
         self._needs_reset = True
@@ -132,6 +149,15 @@ class GymVectorEnvironment(AlfEnvironment):
         return self._env_name
 
     @property
+    def env_id_offset(self) -> int:
+        return self._env_id_offset
+
+    @property
+    def has_background_step(self) -> bool:
+        """Whether the env steps in the background between ``step_async`` and ``step_wait``."""
+        return self._recv is not None
+
+    @property
     def gym_env(self) -> gym.vector.VectorEnv:
         """The wrapped gymnasium vector env (for inspection; don't step it directly)."""
         return self._env
@@ -144,17 +170,19 @@ class GymVectorEnvironment(AlfEnvironment):
 
     # --------------------------------------------------------------- control
     def seed(self, seed: int) -> None:
+        self._check_no_pending_step("seed")
         self._seed = int(seed)
         self._seeded = False
-        self._env.action_space.seed(self._seed)
-        self._env.single_action_space.seed(self._seed)
+        self._env.action_space.seed(self._seed + self._env_id_offset)
+        self._env.single_action_space.seed(self._seed + self._env_id_offset)
 
     def reset(self) -> TimeStep:
         self._check_open()
+        self._check_no_pending_step("reset")
         if self._seeded:
             obs, info = self._env.reset()
         else:
-            obs, info = self._env.reset(seed=self._seed)
+            obs, info = self._env.reset(seed=self._seed + self._env_id_offset)
             self._seeded = True
         if self._info_hook is not None:
             self._info_hook.reset(info)
@@ -174,14 +202,50 @@ class GymVectorEnvironment(AlfEnvironment):
 
     def step(self, action: Any) -> TimeStep:
         """See :meth:`AlfEnvironment.step`; ``action`` is a nest of ``[B, ...]``."""
-        if self._needs_reset:
+        if self._needs_reset or self._async_pending:
             self._check_open()
+            self._check_no_pending_step("step")
             raise RuntimeError(f"{self!r}: call reset() before step().")
+        env_action, prev_action = self._convert_action(
+            action, self._prev_done if self._any_reset else None)
+        return self._time_step(self._step_env(env_action), prev_action)
+
+    def step_async(self, action: Any) -> None:
+        """Start a step (see :meth:`AlfEnvironment.step_async`).
+
+        With a background-capable engine (:attr:`has_background_step`) this
+        only hands the actions over (they are copied: the caller may reuse its
+        buffer); otherwise the whole step runs here.
+        """
+        if self._needs_reset or self._async_pending:
+            self._check_open()
+            self._check_no_pending_step("step_async")
+            raise RuntimeError(f"{self!r}: call reset() before step_async().")
+        env_action, prev_action = self._convert_action(
+            action, self._prev_done if self._any_reset else None)
+        if self._send is None:
+            self._eager_result = self._step_env(env_action)
+        else:
+            self._send(env_action)
+        self._pending_prev_action = prev_action
+        self._async_pending = True
+
+    def step_wait(self) -> TimeStep:
+        """Finish the step started by :meth:`step_async`; the TimeStep ``step`` would return."""
+        self._check_open()
+        self._end_pending_step()
+        prev_action, self._pending_prev_action = self._pending_prev_action, None
+        if self._recv is None:
+            raw, self._eager_result = self._eager_result, None
+        else:
+            raw = self._recv()
+        return self._time_step(raw, prev_action)
+
+    def _time_step(self, raw: tuple, prev_action: Any) -> TimeStep:
+        """The TimeStep of one raw vector-env step result ``(obs, reward, terminated, truncated, info)``."""
+        obs, reward, terminated, truncated, info = raw
         prev_done = self._prev_done
         any_reset = self._any_reset
-        env_action, prev_action = self._convert_action(action, prev_done if any_reset else None)
-        obs, reward, terminated, truncated, info = self._step_env(env_action)
-
         terminated = np.asarray(terminated, dtype=np.bool_)
         done = terminated | truncated
         reward = np.asarray(reward).astype(np.float32)  # always a fresh float32 array
@@ -211,6 +275,16 @@ class GymVectorEnvironment(AlfEnvironment):
         self._env.step_async(env_action)
         return self._env.step_wait(timeout=self._step_timeout)
 
+    def _split_step_fns(self, vector_env: gym.vector.VectorEnv):
+        """``(send(env_action), recv() -> raw step)`` of the engine's own split, or ``(None, None)``."""
+        if self._is_async:
+            return vector_env.step_async, functools.partial(vector_env.step_wait,
+                                                            timeout=self._step_timeout)
+        send, recv = getattr(vector_env, "send", None), getattr(vector_env, "recv", None)
+        if callable(send) and callable(recv):
+            return send, recv
+        return None, None
+
     def render(self) -> Optional[np.ndarray]:
         """RGB frame ``[H, W, 3]`` of environment 0 when created with ``render_mode="rgb_array"``."""
         self._check_open()
@@ -231,6 +305,7 @@ class GymVectorEnvironment(AlfEnvironment):
         if self._closed:
             return
         self._closed = True
+        self._async_pending = False  # a pending step is abandoned (the engine is closed below)
         env = self._env
         try:
             if self._is_async:

@@ -2,9 +2,10 @@
 
 It carries the counters every component may need (train iterations, env
 steps, training progress for schedules), the summary writer, and whether this
-iteration should write summaries. Algorithms receive it at construction; a
-default standalone context is used when an algorithm is built outside a
-Trainer (tests, notebooks). Its counters are checkpointed.
+iteration should write summaries. Algorithms receive it at construction; an
+algorithm built outside a Trainer (tests, notebooks) gets a fresh standalone
+context of its own (:func:`default_run_context`); there is no module-level
+context. Its counters are checkpointed.
 """
 from typing import Any, Dict, Optional
 
@@ -69,12 +70,11 @@ class RunContext:
         self.num_updates = int(state.get("num_updates", 0))
 
 
-_DEFAULT: Optional[RunContext] = None
-
-
 def default_run_context() -> RunContext:
-    """A shared standalone context for algorithms built outside a Trainer."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = RunContext()
-    return _DEFAULT
+    """A fresh standalone :class:`RunContext` for an algorithm built outside a Trainer.
+
+    Each call returns a new context (there is no shared module-level one), so
+    two algorithms built standalone (tests, notebooks, a subprocess) never
+    share counters; a Trainer passes its own context to the algorithm instead.
+    """
+    return RunContext()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from alf import nest
-from alf.environments import BACKENDS, create_environment, register_backend
+from alf.environments import create_environment, register_backend, unregister_backend
 from alf.environments.backends import EnvRequest, select_auto_backend, sync_backend
 from alf.environments.env_ids import find_env_spec
 from alf.environments.wrappers import MaskVelocityWrapper
@@ -130,7 +130,7 @@ def test_register_backend_extension_point():
             assert env.batch_size == 2
         assert calls[0].num_envs == 2 and calls[0].seed == 3
     finally:
-        BACKENDS.pop("my_test_backend")
+        unregister_backend("my_test_backend")
 
 
 def test_backend_checks_options_before_optional_packages():
@@ -153,7 +153,7 @@ def test_backend_checks_options_before_optional_packages():
             'Install it with: pip install -e ".[xyz]"')
         assert built == []
     finally:
-        BACKENDS.pop("needs_pkg_backend")
+        unregister_backend("needs_pkg_backend")
 
 
 def test_gin_configures_create_environment():
