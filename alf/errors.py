@@ -26,3 +26,9 @@ class IncompatibleSpecError(UserError):
 
 class CheckpointError(UserError):
     """No usable checkpoint could be loaded."""
+
+
+class RunFailedError(Exception):
+    """Training cannot go on for a reason that is not bad input (e.g. env workers crashed
+    past their restart limit). ``alf.bin.*`` print the message in one line (no traceback
+    unless ``--debug``) and exit with status 1; the newest checkpoint is kept."""

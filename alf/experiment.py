@@ -30,12 +30,13 @@ class EnvSpecs(NamedTuple):
     action_spec: Any
     reward_spec: Any
     time_step_spec: TimeStep
+    env_name: str = ""
 
     @staticmethod
     def of(env: Any) -> "EnvSpecs":
         """The specs of a built :class:`alf.environments.AlfEnvironment`."""
         return EnvSpecs(env.observation_spec(), env.action_spec(), env.reward_spec(),
-                        env.time_step_spec())
+                        env.time_step_spec(), env.env_name)
 
 
 def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",

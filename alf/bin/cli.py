@@ -24,8 +24,9 @@ from absl import flags
 from absl import logging as absl_logging
 
 from alf.config import binding_location, describe_call_error
-from alf.errors import ConfigError, UserError
+from alf.errors import ConfigError, RunFailedError, UserError
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -201,6 +202,11 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
             message = _with_binding_location(message)
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    except RunFailedError as e:
+        if debug:
+            raise
+        print(f"{program}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt as e:
         _ignore_further_interrupts()  # the command is stopping: a 2nd/3rd Ctrl-C changes nothing
         print(f"{program}: {interrupted_message(e)}", file=sys.stderr)

@@ -5,7 +5,7 @@ Computed before any data transformer, so reported returns are the real ones
 one ``any()`` per step.
 """
 from collections import deque
-from typing import Deque, List
+from typing import Deque, List, Tuple
 
 import torch
 
@@ -18,15 +18,19 @@ class EpisodeMetrics:
     Args:
         num_envs: batch size of the env.
         buffer_size: completed episodes averaged by :meth:`average_return`.
+        track_finished: also keep each finished episode until :meth:`pop_finished`
+            (an env worker's metrics, drained every trajectory).
     """
 
-    def __init__(self, num_envs: int, buffer_size: int = 20):
+    def __init__(self, num_envs: int, buffer_size: int = 20, track_finished: bool = False):
         self._returns = torch.zeros(num_envs, dtype=torch.float64)
         self._lengths = torch.zeros(num_envs, dtype=torch.int64)
         self._recent_returns: Deque[float] = deque(maxlen=buffer_size)
         self._recent_lengths: Deque[int] = deque(maxlen=buffer_size)
         self.num_episodes = 0
         self.num_env_steps = 0
+        self._track_finished = track_finished
+        self._finished: List[Tuple[float, int]] = []  # since the last pop_finished()
 
     def update(self, time_step: TimeStep) -> List[float]:
         """Account one batched step ``[B]``; returns the returns of episodes that ended."""
@@ -47,6 +51,8 @@ class EpisodeMetrics:
             lens = self._lengths[idx].tolist()
             self._recent_returns.extend(rets)
             self._recent_lengths.extend(lens)
+            if self._track_finished:
+                self._finished.extend(zip(rets, lens))
             self.num_episodes += len(rets)
             self._returns[idx] = 0.0
             self._lengths[idx] = 0
@@ -73,10 +79,26 @@ class EpisodeMetrics:
                 idx = last.nonzero()[0]
                 self._recent_returns.extend(returns[idx].tolist())
                 self._recent_lengths.extend(lengths[idx].tolist())
+                if self._track_finished:
+                    self._finished.extend(zip(returns[idx].tolist(), lengths[idx].tolist()))
                 self.num_episodes += len(idx)
                 returns[idx] = 0.0
                 lengths[idx] = 0
         self.num_env_steps += int(st.size)
+
+    def pop_finished(self) -> List[Tuple[float, int]]:
+        """``(return, length)`` of the episodes finished since the last call (an env
+        worker ships them to the learner with each trajectory)."""
+        out, self._finished = self._finished, []
+        return out
+
+    def add_finished(self, episodes: List[Tuple[float, int]], num_env_steps: int) -> None:
+        """Account episodes finished elsewhere (an env worker) and the env steps taken."""
+        for ret, length in episodes:
+            self._recent_returns.append(float(ret))
+            self._recent_lengths.append(int(length))
+        self.num_episodes += len(episodes)
+        self.num_env_steps += int(num_env_steps)
 
     def average_return(self) -> float:
         """Mean return of the last ``buffer_size`` completed episodes (nan if none)."""

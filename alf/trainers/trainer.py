@@ -334,7 +334,7 @@ class Trainer:
                 alg.train_iter()
                 self._unroller.after_train_iter(alg)
                 iter_seconds += time.perf_counter() - t0
-                metrics = alg.metrics
+                metrics = self._unroller.metrics
                 now = time.perf_counter()
                 fps = (ctx.env_steps - steps_at_start) / max(1e-9, now - start)
                 if ctx.should_summarize() or (cfg.summarize_first_interval and ctx.iteration == 1):
@@ -366,6 +366,8 @@ class Trainer:
         """After the first iteration every configurable has been built: name the bindings
         nothing used (usually a typo'd or wrong class name, which gin cannot catch)."""
         unused = alf_config.unused_bindings()
+        if self._config.async_unroll:  # the env workers build the envs, not this process
+            unused = [b for b in unused if not b.startswith("create_environment.")]
         if unused:
             self._notice("[alf] warning: gin bindings never used (typo, or a class this "
                          f"experiment does not build?): {', '.join(unused)}")
@@ -376,8 +378,12 @@ class Trainer:
         iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
         ret = metrics.average_return()
         return (f"[alf] iter {ctx.iteration:,}{iters} | env steps {ctx.env_steps:,}{target} | "
-                f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,} | "
-                f"{elapsed:.1f}s")
+                f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,}"
+                f"{self._unroller_progress()} | {elapsed:.1f}s")
+
+    def _unroller_progress(self) -> str:
+        text = getattr(self._unroller, "progress_text", None)
+        return text() if text is not None else ""
 
     def _print_progress(self, metrics, fps: float, elapsed: float) -> None:
         self._print_line(self._progress_text(metrics, fps, elapsed))

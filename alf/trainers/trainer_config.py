@@ -19,10 +19,31 @@ class TrainerConfig:
             of ``num_iterations``/``num_env_steps`` must be set; schedules anneal over it.
         unroll_length: env steps per env per iteration; fractional values (e.g. 0.25) unroll
             one step every ``1/unroll_length`` iterations.
-        async_unroll: unroll in a separate process (not available yet; must be False).
-        max_unroll_length: async: most steps one unroll job may return.
-        unroll_queue_size: async: unroll results buffered between unroller and learner.
-        unroll_parameter_update_period: async: refresh unroller weights every this many iterations.
+        async_unroll: collect experience in env worker processes while the learner
+            trains (docs/async.md): the same algorithm and gin file, by config alone.
+        async_mode: ``"processes"`` (learner takes whatever trajectories are ready),
+            ``"deterministic"`` (actors act with exactly the weights one version behind
+            the learner; two runs with one seed give bit-identical parameters) or
+            ``"serial"`` (the same components in this one process: tests, debuggers).
+        max_unroll_length: async with ``unroll_length=0``: the trajectory length; each
+            iteration then trains on whatever trajectories are ready.
+        unroll_queue_size: async: trajectories that may be buffered between the env
+            workers and the learner (all groups together; at least 2 per group, and
+            capped so the shared-memory slots stay under 1 GiB).
+        unroll_parameter_update_period: async: publish the learner's weights to the env
+            workers every this many iterations (1 for APPO/IMPALA).
+        num_env_workers: async: env worker processes; the envs
+            (``create_environment.num_parallel_environments``) are split evenly.
+        env_groups_per_worker: async: env groups per worker, stepped double-buffered
+            (the policy acts for one group while the others' envs step); 1 disables it.
+        env_worker_threads: async: torch threads and env-engine (ale-py/envpool) threads
+            per env group in a worker.
+        max_policy_lag: async ``"processes"``: discard (and count) trajectories collected
+            with weights more than this many versions behind the learner (None: keep all).
+        env_worker_timeout_s: async: an env worker that reports nothing for this long is
+            named in the log and restarted (also the start-up limit).
+        max_env_worker_restarts: async: restarts (all workers together) before the run
+            stops with an error.
         initial_collect_steps: off-policy: env steps of random actions before training starts.
         num_updates_per_train_iter: off-policy: passes (epochs over the whole buffer when
             ``whole_replay_buffer_training``, else sampled mini-batches) per iteration.
@@ -73,9 +94,16 @@ class TrainerConfig:
                  num_env_steps: int = 0,
                  unroll_length: float = 8,
                  async_unroll: bool = False,
+                 async_mode: str = "processes",
                  max_unroll_length: int = 0,
-                 unroll_queue_size: int = 200,
+                 unroll_queue_size: int = 8,
                  unroll_parameter_update_period: int = 10,
+                 num_env_workers: int = 1,
+                 env_groups_per_worker: int = 2,
+                 env_worker_threads: int = 1,
+                 max_policy_lag: Optional[int] = None,
+                 env_worker_timeout_s: float = 60.0,
+                 max_env_worker_restarts: int = 5,
                  initial_collect_steps: int = 0,
                  num_updates_per_train_iter: int = 4,
                  mini_batch_size: Optional[int] = None,
@@ -113,10 +141,17 @@ class TrainerConfig:
         self.num_iterations = int(num_iterations)
         self.num_env_steps = int(num_env_steps)
         self.unroll_length = unroll_length
-        self.async_unroll = async_unroll
-        self.max_unroll_length = max_unroll_length
-        self.unroll_queue_size = unroll_queue_size
-        self.unroll_parameter_update_period = unroll_parameter_update_period
+        self.async_unroll = bool(async_unroll)
+        self.async_mode = async_mode
+        self.max_unroll_length = int(max_unroll_length)
+        self.unroll_queue_size = int(unroll_queue_size)
+        self.unroll_parameter_update_period = int(unroll_parameter_update_period)
+        self.num_env_workers = int(num_env_workers)
+        self.env_groups_per_worker = int(env_groups_per_worker)
+        self.env_worker_threads = int(env_worker_threads)
+        self.max_policy_lag = max_policy_lag
+        self.env_worker_timeout_s = float(env_worker_timeout_s)
+        self.max_env_worker_restarts = int(max_env_worker_restarts)
         self.initial_collect_steps = int(initial_collect_steps)
         self.num_updates_per_train_iter = int(num_updates_per_train_iter)
         self.mini_batch_size = mini_batch_size
@@ -158,7 +193,9 @@ class TrainerConfig:
         if self.num_iterations <= 0 and self.num_env_steps <= 0:
             raise ConfigError("Set TrainerConfig.num_iterations or TrainerConfig.num_env_steps "
                               "(both are 0, so training would never stop)")
-        if not (self.unroll_length > 0):
+        if self.async_unroll:
+            self._validate_async()
+        elif not (self.unroll_length > 0):
             raise ConfigError(f"TrainerConfig.unroll_length must be > 0, got {self.unroll_length}")
         if self.unroll_length >= 1 and float(self.unroll_length) != int(self.unroll_length):
             raise ConfigError("TrainerConfig.unroll_length above 1 must be an integer, got "
@@ -185,9 +222,6 @@ class TrainerConfig:
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(f"TrainerConfig.device='{self.device}' but CUDA is not available "
                               "on this machine; use 'cpu'")
-        if self.async_unroll:
-            raise ConfigError("TrainerConfig.async_unroll=True is not available yet in this "
-                              "version; set it to False (synchronous unroll)")
         if self.priority_replay:
             if not 0.0 <= self.priority_replay_alpha <= 1.0:
                 raise ConfigError("TrainerConfig.priority_replay_alpha must be in [0, 1], got "
@@ -201,3 +235,26 @@ class TrainerConfig:
         if self.offline_buffer_dir:
             raise ConfigError("TrainerConfig.offline_buffer_dir: offline/hybrid training is not "
                               "available yet in this version")
+
+    def _validate_async(self) -> None:
+        modes = ("processes", "deterministic", "serial")
+        if self.async_mode not in modes:
+            raise ConfigError(f"TrainerConfig.async_mode must be one of {', '.join(modes)}, "
+                              f"got {self.async_mode!r}")
+        if self.unroll_length < 0 or float(self.unroll_length) != int(self.unroll_length):
+            raise ConfigError("TrainerConfig.unroll_length must be a whole number of steps with "
+                              f"async_unroll=True (0: use max_unroll_length), got {self.unroll_length}")
+        if self.unroll_length == 0 and self.max_unroll_length < 1:
+            raise ConfigError("TrainerConfig.unroll_length=0 (async: train on whatever is ready) "
+                              "needs TrainerConfig.max_unroll_length >= 1, the trajectory length")
+        for name in ("num_env_workers", "env_groups_per_worker", "env_worker_threads",
+                     "unroll_queue_size", "unroll_parameter_update_period"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_policy_lag is not None and int(self.max_policy_lag) < 0:
+            raise ConfigError(f"TrainerConfig.max_policy_lag must be >= 0 or None, got "
+                              f"{self.max_policy_lag}")
+        if self.env_worker_timeout_s <= 0:
+            raise ConfigError("TrainerConfig.env_worker_timeout_s must be > 0")
+        if self.device != "cpu" and self.async_mode == "serial":
+            pass  # actors act on the CPU in every mode; the learner may use the GPU

@@ -1,0 +1,532 @@
+"""Asynchronous unrolling: env worker processes act while the learner trains.
+
+Process model (``docs/design/async_unroll.md``; user guide ``docs/async.md``)::
+
+    learner process (Trainer)                      env worker w (spawned, one per
+    ------------------------                       TrainerConfig.num_env_workers)
+    collect(): wait on the workers' pipes   <----  ("traj", group, slot, seq, version, episodes)
+               copy slot -> [T+1, B] batch          groups 0..G-1 stepped double-buffered,
+               ("free", group, slot)  -------->     rollout copy of the algorithm
+    train on the batch (replay / whole)             writes steps into shared-memory slots
+    after_train_iter(): publish weights  ---shm-->  reads the newest (or the exact) version
+                                                    at each trajectory boundary
+
+Modes (``TrainerConfig.async_mode``):
+    ``"processes"``: the learner takes whatever trajectories are ready (arrival
+        order); lag is measured per trajectory and ``max_policy_lag`` discards stale ones.
+    ``"deterministic"``: the same processes, but trajectory ``k`` of every group is
+        collected with exactly the weights published after iteration ``k - 1`` (one
+        version behind the learner that trains on it) and the learner consumes them in
+        a fixed order: two runs with one seed give bit-identical parameters.
+    ``"serial"``: the same :class:`ActorWorker` in the learner's process (no
+        processes, no shared memory): for tests and debuggers (breakpoints work).
+
+Faults: a worker that raises, exits (e.g. SIGKILL) or stops beating its heart
+for ``env_worker_timeout_s`` is named in the log, stopped and restarted with
+fresh envs (its partial trajectory is discarded), up to
+``max_env_worker_restarts`` restarts in all; past that, :class:`RunFailedError`.
+"""
+import logging
+import math
+import os
+import sys
+import time
+from collections import deque
+from multiprocessing.connection import wait as wait_connections
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+import gin
+import torch
+import torch.multiprocessing as torch_mp
+
+from alf import nest as alf_nest
+from alf.errors import ConfigError, RunFailedError
+from alf.experiment import EnvSpecs
+from alf.metrics import EpisodeMetrics
+from alf.unrollers.actor_worker import Trajectory
+from alf.unrollers.env_worker import WorkerSpec, build_actor, worker_main
+from alf.unrollers.trajectory_slots import TrajectorySlots
+from alf.unrollers.unroll_result import UnrollResult
+from alf.unrollers.weight_channel import WeightChannel
+
+MODES = ("processes", "deterministic", "serial")
+SLOT_MEMORY_BUDGET = 1 << 30  # bytes of trajectory slots at most (unroll_queue_size is capped)
+RESTART_SEED_STRIDE = 1_000_003
+
+
+def configured_num_envs() -> int:
+    """``create_environment.num_parallel_environments`` as configured (default 1)."""
+    try:
+        return int(gin.query_parameter("create_environment.num_parallel_environments"))
+    except ValueError:
+        return 1
+
+
+def probe_env_specs() -> EnvSpecs:
+    """The configured env's specs, from a one-env copy built and closed at once (the
+    learner of an async run steps no env itself)."""
+    from alf.environments import create_environment
+    from alf.trainers.interrupt_guard import sigint_ignored_in_children
+    with sigint_ignored_in_children():
+        env = create_environment(num_parallel_environments=1)
+    try:
+        return EnvSpecs.of(env)
+    finally:
+        env.close()
+
+
+class _WorkerHandle:
+    """Learner-side record of one env worker (its process, pipe and restarts)."""
+
+    def __init__(self, worker_id: int, offsets: List[int], slots: List[TrajectorySlots]):
+        self.worker_id = worker_id
+        self.offsets = offsets
+        self.slots = slots
+        self.process: Any = None
+        self.conn: Any = None
+        self.incarnation = -1
+        self.next_seq = 0  # deterministic: the next sequence number expected per group
+        self.ready = False
+        self.started_at = 0.0
+
+    def describe(self, envs_per_group: int) -> str:
+        first, last = self.offsets[0], self.offsets[-1] + envs_per_group - 1
+        pid = f", pid {self.process.pid}" if self.process is not None else ""
+        return f"env worker {self.worker_id} (envs {first}-{last}{pid})"
+
+
+class AsyncUnroller:
+    """The Trainer's unroller when ``TrainerConfig.async_unroll=True`` (module docstring).
+
+    Args:
+        config: the TrainerConfig.
+        config_text: the run's full gin text (resolved seed included); workers parse it.
+        specs: the raw env specs (from :func:`probe_env_specs`).
+        context: the learner's run context (counters shipped with the weights;
+            summaries written to it).
+    """
+
+    def __init__(self, config: Any, config_text: str, specs: EnvSpecs, context: Any):
+        self._config = config
+        self._config_text = config_text
+        self._specs = specs
+        self._context = context
+        self._mode = config.async_mode
+        self._num_envs = configured_num_envs()
+        workers, groups = int(config.num_env_workers), int(config.env_groups_per_worker)
+        if self._mode == "serial":
+            workers = 1
+        if self._num_envs % (workers * groups):
+            raise ConfigError(
+                f"async unroll: create_environment.num_parallel_environments "
+                f"({self._num_envs}) must be a multiple of TrainerConfig.num_env_workers x "
+                f"env_groups_per_worker ({workers} x {groups}): each group gets the same "
+                "number of envs")
+        self._num_workers, self._groups = workers, groups
+        self._per_group = self._num_envs // (workers * groups)
+        length = int(config.unroll_length) if config.unroll_length else int(config.max_unroll_length)
+        self._take_all_ready = not config.unroll_length
+        self._T = length
+        self._seed = int(config.random_seed or 0)
+        self._metrics = EpisodeMetrics(self._num_envs, config.metric_buffer_size)
+        self._version = self._base_version = 0  # finished train iterations (+ restored)
+        self._workers: List[_WorkerHandle] = []
+        self._weights: Optional[WeightChannel] = None
+        self._algorithm = None
+        self._heartbeat: Optional[torch.Tensor] = None
+        self._serial_actor = None
+        self._serial_pending: List[Trajectory] = []
+        self._started = False
+        self._closed = False
+        self._restarts = 0
+        self._discarded = 0
+        self._lags: List[int] = []
+        self._pending: Dict[Tuple[int, int, int], Tuple[Any, Trajectory]] = {}
+        self._backlog: Deque[Tuple[_WorkerHandle, int, Trajectory]] = deque()
+
+    # ----------------------------------------------------------- unroller API
+    @property
+    def metrics(self) -> EpisodeMetrics:
+        return self._metrics
+
+    @property
+    def batch_size(self) -> int:
+        return self._num_envs
+
+    @property
+    def env_name(self) -> str:
+        return self._specs.env_name
+
+    def time_step_spec(self) -> Any:
+        return self._specs.time_step_spec
+
+    def observation_spec(self) -> Any:
+        return self._specs.observation_spec
+
+    def action_spec(self) -> Any:
+        return self._specs.action_spec
+
+    @property
+    def restarts(self) -> int:
+        """Env worker restarts so far (all workers)."""
+        return self._restarts
+
+    @property
+    def discarded_trajectories(self) -> int:
+        """Trajectories dropped for exceeding ``max_policy_lag``."""
+        return self._discarded
+
+    def seed(self, seed: int) -> None:
+        """Seed the workers' envs (before they start: used on resume)."""
+        self._seed = int(seed)
+
+    def connect(self, algorithm: Any) -> None:
+        """Allocate slots and the weight channel for ``algorithm`` (the learner's,
+        prepared); workers start at the first :meth:`collect`."""
+        self._algorithm = algorithm
+        shared = self._mode != "serial"
+        spec = algorithm.experience_spec()
+        probe = TrajectorySlots(spec, 1, self._T + 1, self._per_group, shared=False)
+        wanted = max(2, math.ceil(self._config.unroll_queue_size / (self._num_workers * self._groups)))
+        affordable = max(2, SLOT_MEMORY_BUDGET // max(1, probe.nbytes * self._num_workers * self._groups))
+        self._slots_per_group = min(wanted, affordable)
+        for w in range(self._num_workers):
+            offsets = [(w * self._groups + g) * self._per_group for g in range(self._groups)]
+            slots = [TrajectorySlots(spec, self._slots_per_group, self._T + 1, self._per_group,
+                                     shared=shared) for _ in range(self._groups)]
+            self._workers.append(_WorkerHandle(w, offsets, slots))
+        self._weights = WeightChannel(algorithm.rollout_state_dict(), shared=shared)
+        self._heartbeat = torch.zeros(self._num_workers, dtype=torch.float64)
+        if shared:
+            self._heartbeat.share_memory_()
+
+    def _publish(self) -> None:
+        ctx = self._context
+        self._weights.publish(self._algorithm.rollout_state_dict(), self._version,
+                              (ctx.iteration, ctx.env_steps, ctx.num_updates))
+
+    def _start(self) -> None:
+        # the Trainer counts the iteration in progress: versions count finished ones
+        self._version = self._base_version = max(0, int(self._context.iteration) - 1)
+        self._publish()
+        mb = sum(s.nbytes for w in self._workers for s in w.slots) / 2 ** 20
+        print(f"[alf] async unroll ({self._mode}): {self._num_workers} env worker(s) x "
+              f"{self._groups} group(s) x {self._per_group} envs, {self._T}-step trajectories, "
+              f"{self._slots_per_group} slots per group ({mb:,.0f} MiB)",
+              file=sys.stderr, flush=True)
+        self._started = True
+        if self._mode == "serial":
+            self._start_serial()
+            return
+        for w in self._workers:
+            self._launch(w)
+        self._wait_ready()
+
+    # ---------------------------------------------------------------- workers
+    def _spec(self, w: _WorkerHandle) -> WorkerSpec:
+        return WorkerSpec(
+            worker_id=w.worker_id, incarnation=w.incarnation, config_text=self._config_text,
+            seed=self._seed + w.incarnation * RESTART_SEED_STRIDE,
+            envs_per_group=self._per_group, env_id_offsets=w.offsets, slots=w.slots,
+            weights=self._weights, heartbeat=self._heartbeat,
+            deterministic=self._mode == "deterministic",
+            update_period=self._update_period(), first_seq=w.next_seq,
+            base_version=self._base_version,
+            num_threads=int(self._config.env_worker_threads), learner_pid=os.getpid(),
+            initial_collect_steps=int(self._config.initial_collect_steps))
+
+    def _update_period(self) -> int:
+        return max(1, int(self._config.unroll_parameter_update_period))
+
+    def _launch(self, w: _WorkerHandle) -> None:
+        from alf.trainers.interrupt_guard import sigint_ignored_in_children
+        ctx = torch_mp.get_context("spawn")
+        w.incarnation += 1
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        process = ctx.Process(target=worker_main, args=(self._spec(w), child_conn),
+                              name=f"alf-env-worker-{w.worker_id}", daemon=False)
+        with sigint_ignored_in_children():
+            process.start()
+        child_conn.close()
+        w.process, w.conn, w.ready = process, parent_conn, False
+        w.started_at = time.time()
+        self._heartbeat[w.worker_id] = time.time()
+
+    def _wait_ready(self) -> None:
+        deadline = time.time() + float(self._config.env_worker_timeout_s)
+        while not all(w.ready for w in self._workers):
+            for w in self._workers:
+                if w.ready:
+                    continue
+                if w.conn.poll(0.05):
+                    msg = self._recv(w)
+                    if msg is None or msg[0] == "error":
+                        reason = msg[1] if msg else f"exited with status {w.process.exitcode}"
+                        raise RunFailedError(f"{w.describe(self._per_group)} failed to start: "
+                                             f"{reason}")
+                    if msg[0] == "ready":
+                        w.ready = True
+                elif w.process.exitcode is not None:
+                    raise RunFailedError(f"{w.describe(self._per_group)} failed to start: it "
+                                         f"exited with status {w.process.exitcode}")
+            if time.time() > deadline:
+                late = [w.describe(self._per_group) for w in self._workers if not w.ready]
+                raise RunFailedError(f"{', '.join(late)} did not start within "
+                                     f"{self._config.env_worker_timeout_s:g} s "
+                                     "(TrainerConfig.env_worker_timeout_s)")
+
+    def _recv(self, w: _WorkerHandle) -> Optional[Any]:
+        try:
+            return w.conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    def _stop_process(self, w: _WorkerHandle, timeout: float = 5.0) -> None:
+        process = w.process
+        if process is None:
+            return
+        if process.exitcode is None:
+            try:
+                w.conn.send(("stop",))
+            except (OSError, ValueError):
+                pass
+            process.join(timeout)
+        if process.exitcode is None:
+            process.terminate()
+            process.join(1.0)
+        if process.exitcode is None:
+            process.kill()
+            process.join(1.0)
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        w.process = None
+
+    def _restart(self, w: _WorkerHandle, reason: str) -> None:
+        """Replace a failed worker by a fresh one (new envs, new seed)."""
+        name = w.describe(self._per_group)
+        self._restarts += 1
+        limit = int(self._config.max_env_worker_restarts)
+        self._stop_process(w, timeout=1.0)
+        if self._restarts > limit:
+            raise RunFailedError(
+                f"{name} {reason}; that is restart {self._restarts} of at most {limit} "
+                "(TrainerConfig.max_env_worker_restarts): giving up. Fix the env, or raise "
+                "the limit")
+        print(f"[alf] warning: {name} {reason}; restarting it with fresh envs (its partial "
+              f"trajectory is discarded; restart {self._restarts}/{limit})",
+              file=sys.stderr, flush=True)
+        self._pending = {k: v for k, v in self._pending.items() if k[0] != w.worker_id}
+        self._launch(w)
+        self._wait_ready()
+
+    def _check_health(self) -> None:
+        now = time.time()
+        timeout = float(self._config.env_worker_timeout_s)
+        for w in self._workers:
+            if w.process.exitcode is not None:
+                code = w.process.exitcode
+                how = (f"was killed by signal {-code}" if code < 0
+                       else f"exited with status {code}")
+                self._restart(w, how)
+            elif now - float(self._heartbeat[w.worker_id]) > timeout:
+                self._restart(w, f"has not reported for {now - float(self._heartbeat[w.worker_id]):.0f} s "
+                                 f"(TrainerConfig.env_worker_timeout_s={timeout:g}): hung")
+
+    # ---------------------------------------------------------------- collect
+    def collect(self, policy_step: Any, unroll_length: int,
+                action_override: Any = None) -> UnrollResult:
+        """The next batch of trajectories ``[T + 1, B']`` (``bootstrap_last``).
+
+        ``policy_step``/``unroll_length``/``action_override`` of the sync interface
+        are not used: the workers act with their own copy, for ``T`` steps each,
+        and act randomly themselves during ``initial_collect_steps``."""
+        if self._closed:
+            raise RuntimeError("AsyncUnroller is closed")
+        if not self._started:
+            self._start()
+        if self._mode == "serial":
+            received = self._collect_serial()
+        elif self._mode == "deterministic":
+            received = self._collect_ordered()
+        else:
+            received = self._collect_ready()
+        experiences = [e for e, _ in received]
+        versions = torch.cat([torch.full((self._per_group,), t.policy_version, dtype=torch.int64)
+                              for _, t in received])
+        experience = alf_nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *experiences)
+        env_steps = self._T * self._per_group * len(received)
+        self._metrics.num_env_steps += env_steps
+        return UnrollResult(experience, env_steps, bootstrap_last=True,
+                            policy_versions=versions)
+
+    def _take(self, w: _WorkerHandle, traj: Trajectory) -> Any:
+        """Copy a reported trajectory out of its slot and give the slot back."""
+        data = w.slots[traj.group].read(traj.slot)
+        if self._mode == "serial":
+            self._serial_link.free(traj.group, traj.slot)
+        else:
+            try:
+                w.conn.send(("free", traj.group, traj.slot))
+            except (OSError, ValueError):
+                pass  # the worker died meanwhile: the health check restarts it
+        self._metrics.add_finished(traj.episodes, 0)
+        if traj.statistics is not None and hasattr(self._algorithm.data_transformer,
+                                                   "merge_statistics"):
+            self._algorithm.data_transformer.merge_statistics(traj.statistics)
+        return data
+
+    def _messages(self, timeout: float) -> List[Tuple[_WorkerHandle, Any]]:
+        conns = {w.conn: w for w in self._workers if w.conn is not None}
+        out = []
+        for conn in wait_connections(list(conns), timeout):
+            w = conns[conn]
+            while True:
+                msg = self._recv(w)
+                if msg is None:
+                    break  # pipe closed: the health check names and restarts the worker
+                out.append((w, msg))
+                if not w.conn.poll():
+                    break
+        return out
+
+    def _handle_error(self, w: _WorkerHandle, msg: Any) -> None:
+        self._restart(w, f"raised {msg[1]}")
+
+    def _collect_ready(self) -> List[Tuple[Any, Trajectory]]:
+        """Arrival order: the oldest reported trajectories first, until the batch holds
+        every env's rows (or, with ``unroll_length=0``, all that are ready, at least one).
+        Reported but unused trajectories stay in their slots (the slots are the bounded
+        queue: a worker with none free waits), stale ones (``max_policy_lag``) are dropped."""
+        need = self._num_workers * self._groups
+        max_lag = self._config.max_policy_lag
+        received: List[Tuple[Any, Trajectory]] = []
+        while True:
+            while self._backlog and (self._take_all_ready or len(received) < need):
+                w, incarnation, traj = self._backlog.popleft()
+                if incarnation != w.incarnation:
+                    continue  # reported by a worker since restarted: its slots were reset
+                lag = self._version - traj.policy_version
+                if max_lag is not None and lag > max_lag:
+                    self._discarded += 1
+                    self._take(w, traj)
+                    continue
+                self._lags.append(lag)
+                received.append((self._take(w, traj), traj))
+            if len(received) >= need or (self._take_all_ready and received):
+                return received
+            for w, msg in self._messages(0.5):
+                if msg[0] == "error":
+                    self._handle_error(w, msg)
+                elif msg[0] == "traj":
+                    self._backlog.append((w, w.incarnation, msg[1]))
+            self._check_health()
+
+    def _collect_ordered(self) -> List[Tuple[Any, Trajectory]]:
+        """Deterministic: trajectory ``next_seq`` of every group, in (worker, group) order."""
+        while True:
+            missing = [(w.worker_id, g, w.next_seq) for w in self._workers
+                       for g in range(self._groups)
+                       if (w.worker_id, g, w.next_seq) not in self._pending]
+            if not missing:
+                break
+            for w, msg in self._messages(0.5):
+                if msg[0] == "error":
+                    self._handle_error(w, msg)
+                elif msg[0] == "traj":
+                    traj = msg[1]
+                    self._pending[(w.worker_id, traj.group, traj.seq)] = (
+                        self._take(w, traj), traj)
+            self._check_health()
+        received = []
+        for w in self._workers:
+            for g in range(self._groups):
+                data, traj = self._pending.pop((w.worker_id, g, w.next_seq))
+                self._lags.append(self._version - traj.policy_version)
+                received.append((data, traj))
+            w.next_seq += 1
+        return received
+
+    # ----------------------------------------------------------------- serial
+    def _start_serial(self) -> None:
+        w = self._workers[0]
+        w.incarnation = 0
+        self._serial_link = _SerialLink(w.slots)
+        self._serial_actor = build_actor(self._spec(w), self._serial_link,
+                                         serial_config=self._config)
+
+    def _collect_serial(self) -> List[Tuple[Any, Trajectory]]:
+        w = self._workers[0]
+        received = []
+        for traj in self._serial_actor.run_round():
+            self._lags.append(self._version - traj.policy_version)
+            received.append((self._take(w, traj), traj))
+        return received
+
+    # ---------------------------------------------------------------- weights
+    def after_train_iter(self, algorithm: Any) -> None:
+        """One learner version more; publish the weights when due; write lag summaries."""
+        self._version += 1
+        if self._version % self._update_period() == 0:
+            self._publish()
+        ctx = self._context
+        if ctx.should_summarize() and self._lags:
+            ctx.add_scalar("Async/policy_lag_min", min(self._lags))
+            ctx.add_scalar("Async/policy_lag_avg", sum(self._lags) / len(self._lags))
+            ctx.add_scalar("Async/policy_lag_max", max(self._lags))
+            ctx.add_scalar("Async/discarded_trajectories", self._discarded)
+            ctx.add_scalar("Async/env_worker_restarts", self._restarts)
+        self._last_lags, self._lags = self._lags, []
+
+    def progress_text(self) -> str:
+        """`` | lag min/avg/max`` of the last iteration (and restarts, if any)."""
+        lags = getattr(self, "_last_lags", None)
+        text = ""
+        if lags:
+            text = f" | lag {min(lags)}/{sum(lags) / len(lags):.1f}/{max(lags)}"
+        if self._discarded:
+            text += f" | stale dropped {self._discarded:,}"
+        if self._restarts:
+            text += f" | worker restarts {self._restarts}"
+        return text
+
+    # ------------------------------------------------------------------ close
+    def close(self) -> None:
+        """Stop every worker (5 s each, then terminate/kill) and release the slots."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._serial_actor is not None:
+            self._serial_actor.close()
+        for w in self._workers:
+            if w.process is not None:
+                try:
+                    w.conn.send(("stop",))
+                except (OSError, ValueError):
+                    pass
+        for w in self._workers:
+            self._stop_process(w)
+
+
+class _SerialLink:
+    """Serial mode's stand-in for a worker's pipe: slots freed in-process."""
+
+    def __init__(self, slots: List[TrajectorySlots]):
+        self._free = [list(range(s.num_slots)) for s in slots]
+
+    def free(self, group: int, slot: int) -> None:
+        self._free[group].append(slot)
+
+    def acquire_slot(self, group: int) -> int:
+        if not self._free[group]:
+            raise RuntimeError("serial async unroll: no free trajectory slot")
+        return self._free[group].pop(0)
+
+    def wait(self) -> None:
+        raise RuntimeError("serial async unroll: the weights it waits for can never come "
+                           "(deterministic waits need the process mode)")
+
+    def poll(self) -> None:
+        pass
+

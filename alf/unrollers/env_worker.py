@@ -1,0 +1,186 @@
+"""An env worker process: rebuild the experiment from the config text, then produce trajectories.
+
+Started (``spawn``) by :class:`alf.unrollers.async_unroller.AsyncUnroller`. The
+process has no state of its own beyond what :class:`WorkerSpec` carries: the
+run's config text (gin, with the resolved seed), its env groups' env-id
+offsets and seed, and the shared-memory trajectory slots, weight channel and
+heartbeat array. It talks to the learner over one duplex pipe (one per
+worker, so a worker killed mid-message breaks only its own pipe):
+
+- worker -> learner: ``("ready", pid)``, ``("traj", Trajectory)``, ``("error", text)``
+- learner -> worker: ``("free", group, slot)`` when a trajectory has been read,
+  ``("stop",)``.
+
+Exit paths: ``stop`` ends the loop and closes the envs; an exception is
+reported as one ``error`` line and the process exits 1; SIGINT is ignored
+(the learner handles Ctrl-C and stops its workers); a watchdog thread ends the
+process within a second once the learner is gone (even by SIGKILL), so no
+orphan outlives it.
+"""
+import dataclasses
+import os
+import signal
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from alf.unrollers.trajectory_slots import TrajectorySlots
+from alf.unrollers.weight_channel import WeightChannel
+
+WATCHDOG_PERIOD_S = 0.5
+
+
+@dataclasses.dataclass
+class WorkerSpec:
+    """Everything an env worker needs (picklable; tensors travel as shared memory)."""
+    worker_id: int
+    incarnation: int  # 0, then +1 per restart
+    config_text: str
+    seed: int  # sub-env i of a group with offset o is seeded seed + o + i
+    envs_per_group: int
+    env_id_offsets: List[int]
+    slots: List[TrajectorySlots]
+    weights: WeightChannel
+    heartbeat: torch.Tensor  # shared float64 [num_workers]: time.time() of the last step
+    deterministic: bool
+    update_period: int
+    first_seq: int  # sequence number of this incarnation's first trajectory
+    num_threads: int  # torch intra-op threads and env-engine threads per group
+    learner_pid: int
+    initial_collect_steps: int = 0
+    base_version: int = 0  # the learner's version when the run (or resume) started
+
+
+class _Stop(BaseException):
+    """The learner asked this worker to stop."""
+
+
+def version_for_seq(seq: int, update_period: int, base_version: int = 0) -> int:
+    """Deterministic mode: the weights trajectory ``seq`` is collected with: the newest
+    version published once the learner has trained on trajectory ``seq - 2``, i.e. one
+    version behind the learner that will train on it (versions are published every
+    ``update_period`` iterations; ``base_version`` is the learner's at the start)."""
+    return base_version + max(0, ((seq - 1) // update_period) * update_period)
+
+
+def _watch_learner(learner_pid: int) -> None:
+    while True:
+        time.sleep(WATCHDOG_PERIOD_S)
+        if os.getppid() != learner_pid:
+            os._exit(0)  # the learner is gone: so are we (no orphans)
+
+
+class _LearnerLink:
+    """The worker's end of its pipe: free slots, stop requests, heartbeat."""
+
+    def __init__(self, spec: WorkerSpec, conn: Connection):
+        self._spec = spec
+        self._conn = conn
+        self._free: List[List[int]] = [list(range(s.num_slots)) for s in spec.slots]
+        self._last_poll = 0.0
+
+    def _handle(self, msg: Any) -> None:
+        if msg[0] == "stop":
+            raise _Stop()
+        if msg[0] == "free":
+            self._free[msg[1]].append(msg[2])
+
+    def poll(self) -> None:
+        """Beat the heart and take any learner messages (cheap; at most every 20 ms)."""
+        now = time.time()
+        self._spec.heartbeat[self._spec.worker_id] = now
+        if now - self._last_poll < 0.02:
+            return
+        self._last_poll = now
+        while self._conn.poll():
+            self._handle(self._conn.recv())
+
+    def wait(self) -> None:
+        """Wait briefly for a learner message (the worker is idle, not hung)."""
+        self._spec.heartbeat[self._spec.worker_id] = time.time()
+        if self._conn.poll(0.005):
+            self._handle(self._conn.recv())
+
+    def acquire_slot(self, group: int) -> int:
+        while not self._free[group]:
+            self.wait()
+        return self._free[group].pop(0)
+
+    def send(self, msg: Any) -> None:
+        self._conn.send(msg)
+
+
+def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None):
+    """The :class:`ActorWorker` of ``spec``: env groups and a rollout copy of the algorithm.
+
+    ``serial_config``: the parsed TrainerConfig when running in the learner's process
+    (serial mode: gin is already parsed); None in a worker process (parse the text)."""
+    from alf import config as alf_config
+    from alf.environments import create_environment
+    from alf.experiment import EnvSpecs, build_algorithm
+    from alf.trainers.trainer_config import TrainerConfig
+    from alf.unrollers.actor_worker import ActorWorker
+    from alf.utils.run_context import RunContext
+
+    if serial_config is None:
+        alf_config.parse_config(config_text=spec.config_text, config_name="<run config>")
+        config = TrainerConfig()
+    else:
+        config = serial_config
+    envs = []
+    try:
+        for offset in spec.env_id_offsets:
+            envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
+                                           seed=spec.seed, env_id_offset=offset,
+                                           num_threads=spec.num_threads))
+        algorithm = build_algorithm(config, EnvSpecs.of(envs[0]), "actor", RunContext())
+        wanted = ((lambda seq: version_for_seq(seq + spec.first_seq, spec.update_period,
+                                               spec.base_version))
+                  if spec.deterministic else None)
+        return ActorWorker(algorithm, envs, spec.slots, spec.weights, link.acquire_slot,
+                           version_for_seq=wanted, wait=link.wait, heartbeat=link.poll,
+                           initial_collect_steps=spec.initial_collect_steps)
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+
+
+def worker_main(spec: WorkerSpec, conn: Connection) -> None:
+    """Process entry point (module level: ``spawn`` pickles it by reference)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_learner, args=(spec.learner_pid,), daemon=True,
+                     name="alf-learner-watchdog").start()
+    torch.set_num_threads(max(1, spec.num_threads))
+    link = _LearnerLink(spec, conn)
+    worker = None
+    failed = False
+    try:
+        worker = build_actor(spec, link)
+        link.send(("ready", os.getpid()))
+        seq_offset = spec.first_seq
+        while True:
+            for traj in worker.run_round():
+                link.send(("traj", traj._replace(seq=traj.seq + seq_offset)))
+    except _Stop:
+        pass
+    except BaseException as e:  # noqa: BLE001 - reported to the learner, which decides
+        failed = True
+        where = traceback.extract_tb(e.__traceback__)
+        frame = where[-1] if where else None
+        text = f"{type(e).__name__}: {e}"
+        if frame is not None:
+            text += f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
+        try:
+            link.send(("error", text))
+        except (OSError, EOFError):
+            pass
+    finally:
+        if worker is not None:
+            worker.close()
+    if failed:
+        os._exit(1)  # no traceback on stderr: the learner logs the one line above
