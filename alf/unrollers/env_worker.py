@@ -156,6 +156,9 @@ def worker_main(spec: WorkerSpec, conn: Connection) -> None:
     threading.Thread(target=_watch_learner, args=(spec.learner_pid,), daemon=True,
                      name="alf-learner-watchdog").start()
     torch.set_num_threads(max(1, spec.num_threads))
+    from alf.utils.seeding import set_random_seed
+    # the actor's own sampling stream (exploration): per worker and incarnation
+    set_random_seed((spec.seed + 7919 * (spec.worker_id + 1)) % (2 ** 31))
     link = _LearnerLink(spec, conn)
     worker = None
     failed = False

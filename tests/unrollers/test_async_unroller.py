@@ -1,0 +1,88 @@
+"""The async unroller in-process: serial mode, deterministic mode, layout and errors."""
+import pytest
+import torch
+
+from alf.errors import ConfigError
+
+# DQN CartPole, 4 envs in 1 worker x 2 groups of 2, 8-step trajectories.
+ASYNC_DQN = """
+create_environment.env_name = "CartPole-v1"
+create_environment.num_parallel_environments = 4
+create_environment.backend = "sync"
+QNetwork.fc_layer_params = (16,)
+DqnAlgorithm.optimizer = @alf.optimizers.Adam()
+DqnAlgorithm.epsilon_greedy = 0.3
+TrainerConfig.algorithm_ctor = @DqnAlgorithm
+TrainerConfig.random_seed = 0
+TrainerConfig.num_iterations = 6
+TrainerConfig.unroll_length = 8
+TrainerConfig.mini_batch_size = 16
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.replay_buffer_length = 1000
+TrainerConfig.num_threads = 1
+TrainerConfig.evaluate = False
+TrainerConfig.summary_interval = 1
+TrainerConfig.checkpoint_interval = 1000000
+TrainerConfig.async_unroll = True
+TrainerConfig.env_groups_per_worker = 2
+TrainerConfig.unroll_parameter_update_period = 1
+"""
+
+
+def _params(trainer):
+    return {k: v.clone() for k, v in trainer.algorithm.state_dict().items()
+            if isinstance(v, torch.Tensor)}
+
+
+def _run(make_trainer, root, params=()):
+    trainer = make_trainer(root, ASYNC_DQN, params)
+    trainer.run()
+    return trainer
+
+
+def test_serial_mode_fills_every_env_row_and_counts_steps(make_trainer, tmp_path):
+    trainer = _run(make_trainer, tmp_path / "serial", ['TrainerConfig.async_mode="serial"'])
+    ctx, rb = trainer.context, trainer.algorithm.replay_buffer
+    assert ctx.iteration == 6
+    assert ctx.env_steps == 6 * 8 * 4  # T new steps per env per iteration
+    # 2 groups with env-id offsets 0 and 2: all 4 replay rows written, 48 steps each
+    assert rb.current_size().tolist() == [48, 48, 48, 48]
+    assert trainer.unroller.metrics.num_env_steps == 6 * 8 * 4
+    assert trainer.unroller.restarts == 0
+
+
+def test_deterministic_mode_gives_bit_identical_parameters(make_trainer, tmp_path):
+    mode = ['TrainerConfig.async_mode="deterministic"']
+    a = _params(_run(make_trainer, tmp_path / "a", mode))
+    b_trainer = _run(make_trainer, tmp_path / "b", mode)
+    b = _params(b_trainer)
+    c = _params(_run(make_trainer, tmp_path / "c", mode + ["TrainerConfig.random_seed=1"]))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), "same seed: bit-identical"
+    assert any(not torch.equal(a[k], c[k]) for k in a), "another seed: different"
+    # the actor acted with exactly the weights one version behind the learner
+    assert b_trainer.unroller.progress_text().startswith(" | lag 1/1.0/1")
+
+
+def test_processes_mode_trains_on_all_env_rows(make_trainer, tmp_path):
+    trainer = _run(make_trainer, tmp_path / "p")
+    assert trainer.context.env_steps == 6 * 8 * 4
+    assert trainer.algorithm.replay_buffer.current_size().tolist() == [48] * 4
+
+
+def test_env_count_must_split_into_groups(make_trainer, tmp_path):
+    with pytest.raises(ConfigError, match=r"num_parallel_environments \(4\) must be a "
+                                          r"multiple of TrainerConfig.num_env_workers x "
+                                          r"env_groups_per_worker \(1 x 3\)"):
+        make_trainer(tmp_path / "x", ASYNC_DQN, ["TrainerConfig.env_groups_per_worker=3"])
+
+
+def test_on_policy_algorithm_cannot_unroll_async(make_trainer, tmp_path, alf_cli):
+    with pytest.raises(ConfigError, match="ImpalaAlgorithm or APPOAlgorithm"):
+        make_trainer(tmp_path / "a2c", alf_cli.TINY_A2C, ["TrainerConfig.async_unroll=True"])
+
+
+def test_bad_async_mode_is_named(make_trainer, tmp_path):
+    with pytest.raises(ConfigError, match="async_mode must be one of processes, deterministic, "
+                                          "serial, got 'fast'"):
+        make_trainer(tmp_path / "m", ASYNC_DQN, ['TrainerConfig.async_mode="fast"'])
