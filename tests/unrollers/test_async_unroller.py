@@ -86,3 +86,22 @@ def test_bad_async_mode_is_named(make_trainer, tmp_path):
     with pytest.raises(ConfigError, match="async_mode must be one of processes, deterministic, "
                                           "serial, got 'fast'"):
         make_trainer(tmp_path / "m", ASYNC_DQN, ['TrainerConfig.async_mode="fast"'])
+
+
+def test_resume_of_an_async_run_continues(make_trainer, tmp_path):
+    root = tmp_path / "resume"
+    first = _run(make_trainer, root, ["TrainerConfig.num_iterations=3"])
+    assert first.context.iteration == 3
+    second = _run(make_trainer, root, ["TrainerConfig.num_iterations=6"])
+    assert second.context.iteration == 6
+    assert second.context.env_steps == 6 * 8 * 4
+    # the restored learner starts at version 3: lags stay small, not ~3
+    assert int(second.unroller.progress_text().split("lag ")[1].split("/")[2]) <= 4
+
+
+def test_max_policy_lag_drops_and_counts_stale_trajectories(make_trainer, tmp_path):
+    trainer = _run(make_trainer, tmp_path / "lag", ["TrainerConfig.max_policy_lag=0",
+                                                    "TrainerConfig.num_iterations=8"])
+    assert trainer.context.iteration == 8
+    assert trainer.unroller.discarded_trajectories > 0
+    assert trainer.unroller.progress_text().startswith(" | lag 0/0.0/0 | stale dropped ")
