@@ -49,11 +49,18 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         gae_lambda: GAE's lambda (Schulman et al. 2016), computed over the whole buffer:
             0 = one-step TD advantages, 1 = Monte-Carlo returns minus the value.
         loss_ctor: defaults to :class:`PPOLoss`.
+
+    PPO assumes its samples come from the current policy, so it refuses
+    ``TrainerConfig.async_unroll=True`` (policy lag); :class:`APPOAlgorithm` is
+    PPO's loss with the V-trace correction that makes async unrolls valid.
     """
 
     on_policy = False
     whole_replay_buffer_training = True
     clear_replay_buffer = True
+    #: False: the advantages assume fresh samples; subclasses with an off-policy
+    #: correction (APPO, IMPALA) set it to True.
+    supports_async_unroll = False
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,
@@ -63,6 +70,11 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "PPOAlgorithm"):
+        if getattr(config, "async_unroll", False) and not self.supports_async_unroll:
+            raise ConfigError(
+                f"{type(self).__name__} trains on its own fresh samples; with TrainerConfig."
+                "async_unroll=True the samples come from an older policy: use APPOAlgorithm "
+                "(PPO's loss with V-trace correction), e.g. --conf=appo_atari.gin")
         super().__init__(observation_spec, action_spec, reward_spec,
                          actor_network_ctor=actor_network_ctor,
                          value_network_ctor=value_network_ctor,
