@@ -267,7 +267,17 @@ class RLAlgorithm(Algorithm):
             return
         if result.bootstrap_last:  # the bootstrap step is the first of the next unroll
             experience = alf_nest.map_structure(lambda x: x[:-1], experience)
-        self.observe_for_replay(experience)
+        # An async batch may hold consecutive trajectories of the same envs: write the
+        # columns in runs without repeated env ids, in order, so none overwrites another.
+        env_ids = experience.time_step.env_id[0].tolist()
+        start, seen = 0, set()
+        for col, env_id in enumerate(env_ids + [None]):
+            if env_id is None or env_id in seen:
+                self.observe_for_replay(alf_nest.map_structure(
+                    lambda x: x[:, start:col], experience) if (start, col) != (0, len(env_ids))
+                    else experience)
+                start, seen = col, set()
+            seen.add(env_id)
 
     def observe_for_replay(self, experience: Experience) -> None:
         """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""

@@ -105,3 +105,19 @@ def test_max_policy_lag_drops_and_counts_stale_trajectories(make_trainer, tmp_pa
     assert trainer.context.iteration == 8
     assert trainer.unroller.discarded_trajectories > 0
     assert trainer.unroller.progress_text().startswith(" | lag 0/0.0/0 | stale dropped ")
+
+
+def test_unroll_length_zero_trains_on_whatever_is_ready(make_trainer, tmp_path):
+    trainer = _run(make_trainer, tmp_path / "ready", ["TrainerConfig.unroll_length=0",
+                                                      "TrainerConfig.max_unroll_length=4"])
+    ctx = trainer.context
+    assert ctx.iteration == 6
+    # each iteration takes at least one 4-step trajectory of a 2-env group, maybe more
+    assert ctx.env_steps % (4 * 2) == 0 and 6 * 4 * 2 <= ctx.env_steps
+    assert trainer.algorithm.replay_buffer.total_size() == ctx.env_steps
+
+
+def test_unroll_length_zero_needs_max_unroll_length(make_trainer, tmp_path):
+    with pytest.raises(ConfigError, match="unroll_length=0 .* needs TrainerConfig."
+                                          "max_unroll_length >= 1"):
+        make_trainer(tmp_path / "z", ASYNC_DQN, ["TrainerConfig.unroll_length=0"])
