@@ -1,6 +1,8 @@
 """``RLAlgorithm``: an :class:`Algorithm` that interacts with an environment.
 
-Adds observation/action/reward specs, the env, episode metrics, ``unroll``,
+Adds observation/action/reward specs, the unroller seam (``attach_unroller``:
+the Trainer owns a sync or async unroller; standalone, an algorithm given an
+``env`` builds a sync one), ``unroll``, ``observe_unroll`` /
 ``observe_for_replay`` and the default ``train_iter``:
 
 - on-policy (``on_policy = True``, e.g. A2C): unroll with gradients, then
@@ -9,7 +11,9 @@ Adds observation/action/reward specs, the env, episode metrics, ``unroll``,
   gradients into the replay buffer, then ``num_updates_per_train_iter``
   passes of ``preprocess_experience -> train_step -> calc_loss ->
   update_with_gradient``. With ``whole_replay_buffer_training`` each pass is an
-  epoch of shuffled mini-batches over everything in the buffer.
+  epoch of shuffled mini-batches over everything in the buffer. With
+  ``TrainerConfig.async_unroll`` such whole-buffer algorithms (APPO, IMPALA)
+  train on each async batch of ``[B, T+1]`` trajectories directly (no buffer).
 
 The replay buffer is built from specs in :meth:`prepare` (a dry run of
 ``rollout_step`` on zeros gives the rollout-info spec), before step 0, so

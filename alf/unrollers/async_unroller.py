@@ -26,28 +26,25 @@ for ``env_worker_timeout_s`` is named in the log, stopped and restarted with
 fresh envs (its partial trajectory is discarded), up to
 ``max_env_worker_restarts`` restarts in all; past that, :class:`RunFailedError`.
 """
-import logging
 import math
 import os
 import sys
-import time
 from collections import deque
-from multiprocessing.connection import wait as wait_connections
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import gin
 import torch
-import torch.multiprocessing as torch_mp
 
 from alf import nest as alf_nest
-from alf.errors import ConfigError, RunFailedError
+from alf.errors import ConfigError
 from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
 from alf.unrollers.actor_worker import Trajectory
-from alf.unrollers.env_worker import WorkerSpec, build_actor, worker_main
+from alf.unrollers.env_worker import WorkerSpec, build_actor
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
 from alf.unrollers.weight_channel import WeightChannel
+from alf.unrollers.worker_pool import WorkerHandle, WorkerPool
 
 MODES = ("processes", "deterministic", "serial")
 SLOT_MEMORY_BUDGET = 1 << 30  # bytes of trajectory slots at most (unroll_queue_size is capped)
@@ -74,25 +71,6 @@ def probe_env_specs() -> EnvSpecs:
     finally:
         env.close()
 
-
-class _WorkerHandle:
-    """Learner-side record of one env worker (its process, pipe and restarts)."""
-
-    def __init__(self, worker_id: int, offsets: List[int], slots: List[TrajectorySlots]):
-        self.worker_id = worker_id
-        self.offsets = offsets
-        self.slots = slots
-        self.process: Any = None
-        self.conn: Any = None
-        self.incarnation = -1
-        self.next_seq = 0  # deterministic: the next sequence number expected per group
-        self.ready = False
-        self.started_at = 0.0
-
-    def describe(self, envs_per_group: int) -> str:
-        first, last = self.offsets[0], self.offsets[-1] + envs_per_group - 1
-        pid = f", pid {self.process.pid}" if self.process is not None else ""
-        return f"env worker {self.worker_id} (envs {first}-{last}{pid})"
 
 
 class AsyncUnroller:
@@ -130,7 +108,8 @@ class AsyncUnroller:
         self._seed = int(config.random_seed or 0)
         self._metrics = EpisodeMetrics(self._num_envs, config.metric_buffer_size)
         self._version = self._base_version = 0  # finished train iterations (+ restored)
-        self._workers: List[_WorkerHandle] = []
+        self._workers: List[WorkerHandle] = []
+        self._pool: Optional[WorkerPool] = None
         self._weights: Optional[WeightChannel] = None
         self._algorithm = None
         self._heartbeat: Optional[torch.Tensor] = None
@@ -138,11 +117,10 @@ class AsyncUnroller:
         self._serial_pending: List[Trajectory] = []
         self._started = False
         self._closed = False
-        self._restarts = 0
         self._discarded = 0
         self._lags: List[int] = []
         self._pending: Dict[Tuple[int, int, int], Tuple[Any, Trajectory]] = {}
-        self._backlog: Deque[Tuple[_WorkerHandle, int, Trajectory]] = deque()
+        self._backlog: Deque[Tuple[WorkerHandle, int, Trajectory]] = deque()
 
     # ----------------------------------------------------------- unroller API
     @property
@@ -169,7 +147,7 @@ class AsyncUnroller:
     @property
     def restarts(self) -> int:
         """Env worker restarts so far (all workers)."""
-        return self._restarts
+        return self._pool.restarts if self._pool is not None else 0
 
     @property
     def discarded_trajectories(self) -> int:
@@ -194,7 +172,7 @@ class AsyncUnroller:
             offsets = [(w * self._groups + g) * self._per_group for g in range(self._groups)]
             slots = [TrajectorySlots(spec, self._slots_per_group, self._T + 1, self._per_group,
                                      shared=shared) for _ in range(self._groups)]
-            self._workers.append(_WorkerHandle(w, offsets, slots))
+            self._workers.append(WorkerHandle(w, offsets, slots))
         self._weights = WeightChannel(algorithm.rollout_state_dict(), shared=shared)
         self._heartbeat = torch.zeros(self._num_workers, dtype=torch.float64)
         if shared:
@@ -218,12 +196,17 @@ class AsyncUnroller:
         if self._mode == "serial":
             self._start_serial()
             return
-        for w in self._workers:
-            self._launch(w)
-        self._wait_ready()
+        self._pool = WorkerPool(self._workers, self._spec, self._heartbeat, self._per_group,
+                                self._config.env_worker_timeout_s,
+                                self._config.max_env_worker_restarts, self._forget)
+        self._pool.start()
 
-    # ---------------------------------------------------------------- workers
-    def _spec(self, w: _WorkerHandle) -> WorkerSpec:
+    def _forget(self, w: WorkerHandle) -> None:
+        """A worker is being restarted: drop what its old incarnation reported (its slots
+        are reset for the new one)."""
+        self._pending = {k: v for k, v in self._pending.items() if k[0] != w.worker_id}
+
+    def _spec(self, w: WorkerHandle) -> WorkerSpec:
         return WorkerSpec(
             worker_id=w.worker_id, incarnation=w.incarnation, config_text=self._config_text,
             seed=self._seed + w.incarnation * RESTART_SEED_STRIDE,
@@ -238,103 +221,7 @@ class AsyncUnroller:
     def _update_period(self) -> int:
         return max(1, int(self._config.unroll_parameter_update_period))
 
-    def _launch(self, w: _WorkerHandle) -> None:
-        from alf.trainers.interrupt_guard import sigint_ignored_in_children
-        ctx = torch_mp.get_context("spawn")
-        w.incarnation += 1
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        process = ctx.Process(target=worker_main, args=(self._spec(w), child_conn),
-                              name=f"alf-env-worker-{w.worker_id}", daemon=False)
-        with sigint_ignored_in_children():
-            process.start()
-        child_conn.close()
-        w.process, w.conn, w.ready = process, parent_conn, False
-        w.started_at = time.time()
-        self._heartbeat[w.worker_id] = time.time()
-
-    def _wait_ready(self) -> None:
-        deadline = time.time() + float(self._config.env_worker_timeout_s)
-        while not all(w.ready for w in self._workers):
-            for w in self._workers:
-                if w.ready:
-                    continue
-                if w.conn.poll(0.05):
-                    msg = self._recv(w)
-                    if msg is None or msg[0] == "error":
-                        reason = msg[1] if msg else f"exited with status {w.process.exitcode}"
-                        raise RunFailedError(f"{w.describe(self._per_group)} failed to start: "
-                                             f"{reason}")
-                    if msg[0] == "ready":
-                        w.ready = True
-                elif w.process.exitcode is not None:
-                    raise RunFailedError(f"{w.describe(self._per_group)} failed to start: it "
-                                         f"exited with status {w.process.exitcode}")
-            if time.time() > deadline:
-                late = [w.describe(self._per_group) for w in self._workers if not w.ready]
-                raise RunFailedError(f"{', '.join(late)} did not start within "
-                                     f"{self._config.env_worker_timeout_s:g} s "
-                                     "(TrainerConfig.env_worker_timeout_s)")
-
-    def _recv(self, w: _WorkerHandle) -> Optional[Any]:
-        try:
-            return w.conn.recv()
-        except (EOFError, OSError):
-            return None
-
-    def _stop_process(self, w: _WorkerHandle, timeout: float = 5.0) -> None:
-        process = w.process
-        if process is None:
-            return
-        if process.exitcode is None:
-            try:
-                w.conn.send(("stop",))
-            except (OSError, ValueError):
-                pass
-            process.join(timeout)
-        if process.exitcode is None:
-            process.terminate()
-            process.join(1.0)
-        if process.exitcode is None:
-            process.kill()
-            process.join(1.0)
-        try:
-            w.conn.close()
-        except OSError:
-            pass
-        w.process = None
-
-    def _restart(self, w: _WorkerHandle, reason: str) -> None:
-        """Replace a failed worker by a fresh one (new envs, new seed)."""
-        name = w.describe(self._per_group)
-        self._restarts += 1
-        limit = int(self._config.max_env_worker_restarts)
-        self._stop_process(w, timeout=1.0)
-        if self._restarts > limit:
-            raise RunFailedError(
-                f"{name} {reason}; that is restart {self._restarts} of at most {limit} "
-                "(TrainerConfig.max_env_worker_restarts): giving up. Fix the env, or raise "
-                "the limit")
-        print(f"[alf] warning: {name} {reason}; restarting it with fresh envs (its partial "
-              f"trajectory is discarded; restart {self._restarts}/{limit})",
-              file=sys.stderr, flush=True)
-        self._pending = {k: v for k, v in self._pending.items() if k[0] != w.worker_id}
-        self._launch(w)
-        self._wait_ready()
-
-    def _check_health(self) -> None:
-        now = time.time()
-        timeout = float(self._config.env_worker_timeout_s)
-        for w in self._workers:
-            if w.process.exitcode is not None:
-                code = w.process.exitcode
-                how = (f"was killed by signal {-code}" if code < 0
-                       else f"exited with status {code}")
-                self._restart(w, how)
-            elif now - float(self._heartbeat[w.worker_id]) > timeout:
-                self._restart(w, f"has not reported for {now - float(self._heartbeat[w.worker_id]):.0f} s "
-                                 f"(TrainerConfig.env_worker_timeout_s={timeout:g}): hung")
-
-    # ---------------------------------------------------------------- collect
+    # ---------------------------------------------------------------- workers
     def collect(self, policy_step: Any, unroll_length: int,
                 action_override: Any = None) -> UnrollResult:
         """The next batch of trajectories ``[T + 1, B']`` (``bootstrap_last``).
@@ -361,38 +248,21 @@ class AsyncUnroller:
         return UnrollResult(experience, env_steps, bootstrap_last=True,
                             policy_versions=versions)
 
-    def _take(self, w: _WorkerHandle, traj: Trajectory) -> Any:
+    def _take(self, w: WorkerHandle, traj: Trajectory) -> Any:
         """Copy a reported trajectory out of its slot and give the slot back."""
         data = w.slots[traj.group].read(traj.slot)
         if self._mode == "serial":
             self._serial_link.free(traj.group, traj.slot)
         else:
-            try:
-                w.conn.send(("free", traj.group, traj.slot))
-            except (OSError, ValueError):
-                pass  # the worker died meanwhile: the health check restarts it
+            self._pool.send(w, ("free", traj.group, traj.slot))
         self._metrics.add_finished(traj.episodes, 0)
         if traj.statistics is not None and hasattr(self._algorithm.data_transformer,
                                                    "merge_statistics"):
             self._algorithm.data_transformer.merge_statistics(traj.statistics)
         return data
 
-    def _messages(self, timeout: float) -> List[Tuple[_WorkerHandle, Any]]:
-        conns = {w.conn: w for w in self._workers if w.conn is not None}
-        out = []
-        for conn in wait_connections(list(conns), timeout):
-            w = conns[conn]
-            while True:
-                msg = self._recv(w)
-                if msg is None:
-                    break  # pipe closed: the health check names and restarts the worker
-                out.append((w, msg))
-                if not w.conn.poll():
-                    break
-        return out
-
-    def _handle_error(self, w: _WorkerHandle, msg: Any) -> None:
-        self._restart(w, f"raised {msg[1]}")
+    def _handle_error(self, w: WorkerHandle, msg: Any) -> None:
+        self._pool.restart(w, f"raised {msg[1]}")
 
     def _collect_ready(self) -> List[Tuple[Any, Trajectory]]:
         """Arrival order: the oldest reported trajectories first, until the batch holds
@@ -416,12 +286,12 @@ class AsyncUnroller:
                 received.append((self._take(w, traj), traj))
             if len(received) >= need or (self._take_all_ready and received):
                 return received
-            for w, msg in self._messages(0.5):
+            for w, msg in self._pool.messages(0.5):
                 if msg[0] == "error":
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
                     self._backlog.append((w, w.incarnation, msg[1]))
-            self._check_health()
+            self._pool.check_health()
 
     def _collect_ordered(self) -> List[Tuple[Any, Trajectory]]:
         """Deterministic: trajectory ``next_seq`` of every group, in (worker, group) order."""
@@ -431,14 +301,14 @@ class AsyncUnroller:
                        if (w.worker_id, g, w.next_seq) not in self._pending]
             if not missing:
                 break
-            for w, msg in self._messages(0.5):
+            for w, msg in self._pool.messages(0.5):
                 if msg[0] == "error":
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
                     traj = msg[1]
                     self._pending[(w.worker_id, traj.group, traj.seq)] = (
                         self._take(w, traj), traj)
-            self._check_health()
+            self._pool.check_health()
         received = []
         for w in self._workers:
             for g in range(self._groups):
@@ -476,7 +346,7 @@ class AsyncUnroller:
             ctx.add_scalar("Async/policy_lag_avg", sum(self._lags) / len(self._lags))
             ctx.add_scalar("Async/policy_lag_max", max(self._lags))
             ctx.add_scalar("Async/discarded_trajectories", self._discarded)
-            ctx.add_scalar("Async/env_worker_restarts", self._restarts)
+            ctx.add_scalar("Async/env_worker_restarts", self.restarts)
         self._last_lags, self._lags = self._lags, []
 
     def progress_text(self) -> str:
@@ -487,8 +357,8 @@ class AsyncUnroller:
             text = f" | lag {min(lags)}/{sum(lags) / len(lags):.1f}/{max(lags)}"
         if self._discarded:
             text += f" | stale dropped {self._discarded:,}"
-        if self._restarts:
-            text += f" | worker restarts {self._restarts}"
+        if self.restarts:
+            text += f" | worker restarts {self.restarts}"
         return text
 
     # ------------------------------------------------------------------ close
@@ -499,14 +369,8 @@ class AsyncUnroller:
         self._closed = True
         if self._serial_actor is not None:
             self._serial_actor.close()
-        for w in self._workers:
-            if w.process is not None:
-                try:
-                    w.conn.send(("stop",))
-                except (OSError, ValueError):
-                    pass
-        for w in self._workers:
-            self._stop_process(w)
+        if self._pool is not None:
+            self._pool.close()
 
 
 class _SerialLink:

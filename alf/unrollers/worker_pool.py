@@ -1,0 +1,202 @@
+"""The env worker processes of an async run: start, watch, restart and stop them.
+
+:class:`WorkerPool` owns one :class:`WorkerHandle` per env worker (process, pipe,
+incarnation). It starts workers with ``spawn`` (SIGINT ignored, non-daemonic so
+that they may start env subprocesses), waits for their ``ready``, gathers their
+messages from all pipes at once, and on a fault (an error report, an exit code,
+or a heartbeat older than ``timeout_s``) names the worker, restarts it with fresh
+envs and counts it; past ``max_restarts`` it raises :class:`RunFailedError`.
+Stopping asks each worker to stop, then terminates and kills (never waits forever).
+"""
+import sys
+import time
+from multiprocessing.connection import wait as wait_connections
+from typing import Any, Callable, List, Optional, Tuple
+
+import torch
+import torch.multiprocessing as torch_mp
+
+from alf.errors import RunFailedError
+from alf.unrollers.env_worker import WorkerSpec, worker_main
+from alf.unrollers.trajectory_slots import TrajectorySlots
+
+
+class WorkerHandle:
+    """Learner-side record of one env worker (its process, pipe and restarts)."""
+
+    def __init__(self, worker_id: int, offsets: List[int], slots: List[TrajectorySlots]):
+        self.worker_id = worker_id
+        self.offsets = offsets
+        self.slots = slots
+        self.process: Any = None
+        self.conn: Any = None
+        self.incarnation = -1
+        self.next_seq = 0  # deterministic: the next sequence number expected per group
+        self.ready = False
+        self.started_at = 0.0
+
+    def describe(self, envs_per_group: int) -> str:
+        first, last = self.offsets[0], self.offsets[-1] + envs_per_group - 1
+        pid = f", pid {self.process.pid}" if self.process is not None else ""
+        return f"env worker {self.worker_id} (envs {first}-{last}{pid})"
+
+
+class WorkerPool:
+    """Env worker processes (see the module docstring).
+
+    Args:
+        handles: one per worker (slots and env-id offsets already set).
+        make_spec: ``fn(handle) -> WorkerSpec`` for its next incarnation.
+        heartbeat: shared float64 ``[num_workers]``: time of each worker's last step.
+        envs_per_group: for the names in messages ("envs 0-3").
+        timeout_s: start-up limit, and the silence after which a worker counts as hung.
+        max_restarts: restarts (all workers together) before giving up.
+        on_restart: ``fn(handle)`` called before a worker is relaunched (drop what its
+            previous incarnation reported but was not used).
+    """
+
+    def __init__(self, handles: List[WorkerHandle], make_spec: Callable[[WorkerHandle], WorkerSpec],
+                 heartbeat: torch.Tensor, envs_per_group: int, timeout_s: float,
+                 max_restarts: int, on_restart: Callable[[WorkerHandle], None] = lambda w: None):
+        self.workers = handles
+        self._make_spec = make_spec
+        self._heartbeat = heartbeat
+        self._per_group = envs_per_group
+        self._timeout_s = float(timeout_s)
+        self._max_restarts = int(max_restarts)
+        self._on_restart = on_restart
+        self.restarts = 0
+
+    def start(self) -> None:
+        """Launch every worker and wait until all are ready."""
+        for w in self.workers:
+            self._launch(w)
+        self._wait_ready()
+
+    def send(self, w: WorkerHandle, msg: Any) -> None:
+        """Send ``msg`` to a worker; a dead worker's pipe is ignored (the health check
+        restarts it)."""
+        try:
+            w.conn.send(msg)
+        except (OSError, ValueError):
+            pass
+
+    def messages(self, timeout: float) -> List[Tuple[WorkerHandle, Any]]:
+        """Every message waiting on any worker's pipe (waits up to ``timeout`` for one)."""
+        conns = {w.conn: w for w in self.workers if w.conn is not None}
+        out = []
+        for conn in wait_connections(list(conns), timeout):
+            w = conns[conn]
+            while True:
+                msg = self._recv(w)
+                if msg is None:
+                    break  # pipe closed: check_health names and restarts the worker
+                out.append((w, msg))
+                if not w.conn.poll():
+                    break
+        return out
+
+    def close(self) -> None:
+        """Ask every worker to stop, then reap each (terminate/kill after 5 s)."""
+        for w in self.workers:
+            if w.process is not None:
+                self.send(w, ("stop",))
+        for w in self.workers:
+            self._stop_process(w)
+
+    def _launch(self, w: WorkerHandle) -> None:
+        from alf.trainers.interrupt_guard import sigint_ignored_in_children
+        ctx = torch_mp.get_context("spawn")
+        w.incarnation += 1
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        process = ctx.Process(target=worker_main, args=(self._make_spec(w), child_conn),
+                              name=f"alf-env-worker-{w.worker_id}", daemon=False)
+        with sigint_ignored_in_children():
+            process.start()
+        child_conn.close()
+        w.process, w.conn, w.ready = process, parent_conn, False
+        w.started_at = time.time()
+        self._heartbeat[w.worker_id] = time.time()
+
+    def _wait_ready(self) -> None:
+        deadline = time.time() + self._timeout_s
+        while not all(w.ready for w in self.workers):
+            for w in self.workers:
+                if w.ready:
+                    continue
+                if w.conn.poll(0.05):
+                    msg = self._recv(w)
+                    if msg is None or msg[0] == "error":
+                        reason = msg[1] if msg else f"exited with status {w.process.exitcode}"
+                        raise RunFailedError(f"{w.describe(self._per_group)} failed to start: "
+                                             f"{reason}")
+                    if msg[0] == "ready":
+                        w.ready = True
+                elif w.process.exitcode is not None:
+                    raise RunFailedError(f"{w.describe(self._per_group)} failed to start: it "
+                                         f"exited with status {w.process.exitcode}")
+            if time.time() > deadline:
+                late = [w.describe(self._per_group) for w in self.workers if not w.ready]
+                raise RunFailedError(f"{', '.join(late)} did not start within "
+                                     f"{self._timeout_s:g} s "
+                                     "(TrainerConfig.env_worker_timeout_s)")
+
+    def _recv(self, w: WorkerHandle) -> Optional[Any]:
+        try:
+            return w.conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    def _stop_process(self, w: WorkerHandle, timeout: float = 5.0) -> None:
+        process = w.process
+        if process is None:
+            return
+        if process.exitcode is None:
+            try:
+                w.conn.send(("stop",))
+            except (OSError, ValueError):
+                pass
+            process.join(timeout)
+        if process.exitcode is None:
+            process.terminate()
+            process.join(1.0)
+        if process.exitcode is None:
+            process.kill()
+            process.join(1.0)
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        w.process = None
+
+    def restart(self, w: WorkerHandle, reason: str) -> None:
+        """Replace a failed worker by a fresh one (new envs, new seed)."""
+        name = w.describe(self._per_group)
+        self.restarts += 1
+        limit = self._max_restarts
+        self._stop_process(w, timeout=1.0)
+        if self.restarts > limit:
+            raise RunFailedError(
+                f"{name} {reason}; that is restart {self.restarts} of at most {limit} "
+                "(TrainerConfig.max_env_worker_restarts): giving up. Fix the env, or raise "
+                "the limit")
+        print(f"[alf] warning: {name} {reason}; restarting it with fresh envs (its partial "
+              f"trajectory is discarded; restart {self.restarts}/{limit})",
+              file=sys.stderr, flush=True)
+        self._on_restart(w)
+        self._launch(w)
+        self._wait_ready()
+
+    def check_health(self) -> None:
+        now = time.time()
+        timeout = self._timeout_s
+        for w in self.workers:
+            if w.process.exitcode is not None:
+                code = w.process.exitcode
+                how = (f"was killed by signal {-code}" if code < 0
+                       else f"exited with status {code}")
+                self.restart(w, how)
+            elif now - float(self._heartbeat[w.worker_id]) > timeout:
+                self.restart(w, f"has not reported for {now - float(self._heartbeat[w.worker_id]):.0f} s "
+                                 f"(TrainerConfig.env_worker_timeout_s={timeout:g}): hung")
+
