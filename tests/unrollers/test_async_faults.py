@@ -218,3 +218,36 @@ def test_killed_learner_takes_its_workers_with_it(alf_cli, tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_learner_crash_stops_every_worker_and_keeps_the_last_checkpoint(alf_cli, tmp_path):
+    import shutil
+    shutil.copy(os.path.join(os.path.dirname(__file__), "crashing_dqn.py"), tmp_path)
+    conf = _conf(alf_cli, tmp_path, extra="import crashing_dqn\n"
+                                          "TrainerConfig.algorithm_ctor = @CrashingDqn\n"
+                                          "CrashingDqn.optimizer = @alf.optimizers.Adam()\n"
+                                          "CrashingDqn.epsilon_greedy = 0.1\n"
+                                          "CrashingDqn.crash_at_update = 12\n"
+                                          "TrainerConfig.checkpoint_interval = 5\n"
+                                          "TrainerConfig.num_iterations = 1000\n")
+    root = tmp_path / "run"
+    proc = alf_cli.start("alf.bin.train", ["--conf", conf, "--root_dir", str(root)], tmp_path,
+                         stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_rows(proc, root, 2)
+        family = _descendants(proc.pid)
+        assert _worker_pids(proc.pid)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    assert "RuntimeError: learner crashed" in stderr, stderr
+    # the crash saved nothing: the newest checkpoint is the last good one (iteration 10)
+    ckpts = sorted(glob.glob(str(root / "train" / "ckpt-*.pt")))
+    assert ckpts and ckpts[-1].endswith("ckpt-0000000010.pt"), ckpts
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in family if _alive(p)], stderr
