@@ -180,6 +180,13 @@ class RLAlgorithm(Algorithm):
                 self.get_initial_rollout_state, device=self.device)
         if self._unroller is None:
             return
+        whole = self._regime("whole_replay_buffer_training")
+        if self._async and not whole and self._config.max_policy_lag is not None:
+            raise ConfigError(
+                f"TrainerConfig.max_policy_lag: {type(self).__name__} learns from a replay "
+                "buffer, i.e. from old data anyway, and a dropped trajectory would leave a "
+                "gap inside its envs' replay rows. It applies to algorithms that train on "
+                "each fresh batch (APPOAlgorithm, ImpalaAlgorithm): unset it")
         # Async whole-buffer training (APPO, IMPALA) trains on each batch of trajectories
         # as it arrives (``[B, T+1]`` with its bootstrap step): no buffer.
         if not self.on_policy and not (self._async
@@ -266,8 +273,9 @@ class RLAlgorithm(Algorithm):
         whole-buffer training, else its new steps go into the replay buffer."""
         experience = result.experience
         if self._replay_buffer is None:  # async whole-buffer training: train on it as is
-            self._pending_batch = alf_nest.map_structure(lambda x: x.transpose(0, 1),
-                                                         experience)
+            device = self.device
+            self._pending_batch = alf_nest.map_structure(
+                lambda x: x.to(device, non_blocking=True).transpose(0, 1), experience)
             return
         if result.bootstrap_last:  # the bootstrap step is the first of the next unroll
             experience = alf_nest.map_structure(lambda x: x[:-1], experience)

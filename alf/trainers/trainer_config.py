@@ -251,9 +251,20 @@ class TrainerConfig:
                      "unroll_queue_size", "unroll_parameter_update_period"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_policy_lag is not None and int(self.max_policy_lag) < 0:
-            raise ConfigError(f"TrainerConfig.max_policy_lag must be >= 0 or None, got "
-                              f"{self.max_policy_lag}")
+        if self.max_policy_lag is not None:
+            if int(self.max_policy_lag) < 0:
+                raise ConfigError(f"TrainerConfig.max_policy_lag must be >= 0 or None, got "
+                                  f"{self.max_policy_lag}")
+            if self.async_mode == "deterministic":
+                raise ConfigError("TrainerConfig.max_policy_lag does not apply to "
+                                  "async_mode='deterministic' (its lag is exactly 1): unset it")
+            if int(self.max_policy_lag) < self.unroll_parameter_update_period - 1:
+                raise ConfigError(
+                    f"TrainerConfig.max_policy_lag={self.max_policy_lag} is below "
+                    f"unroll_parameter_update_period - 1 ({self.unroll_parameter_update_period}"
+                    " - 1): weights reach the env workers only every "
+                    f"{self.unroll_parameter_update_period} iterations, so every trajectory "
+                    "would be dropped. Raise max_policy_lag or lower the period")
         if self.env_worker_timeout_s <= 0:
             raise ConfigError("TrainerConfig.env_worker_timeout_s must be > 0")
         if self.device != "cpu" and self.async_mode == "serial":

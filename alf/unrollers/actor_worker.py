@@ -198,8 +198,10 @@ class ActorWorker:
             stats = (self._transformer.pop_statistics()
                      if hasattr(self._transformer, "pop_statistics") and g is self._groups[-1]
                      else None)
+            if stats:  # by value: a tensor would be shared through a file descriptor
+                stats = alf_nest.map_structure(lambda x: x.detach().cpu().numpy(), stats)
             out.append(Trajectory(g.index, g.slot, g.seq, version, g.metrics.pop_finished(),
-                                  stats))
+                                  stats or None))
             g.seq += 1
         return out
 

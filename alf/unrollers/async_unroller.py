@@ -29,6 +29,7 @@ fresh envs (its partial trajectory is discarded), up to
 import math
 import os
 import sys
+import time
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
@@ -36,7 +37,7 @@ import gin
 import torch
 
 from alf import nest as alf_nest
-from alf.errors import ConfigError
+from alf.errors import ConfigError, RunFailedError
 from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
 from alf.unrollers.actor_worker import Trajectory
@@ -200,6 +201,7 @@ class AsyncUnroller:
                                 self._config.env_worker_timeout_s,
                                 self._config.max_env_worker_restarts, self._forget)
         self._pool.start()
+        self._last_trajectory = time.monotonic()
 
     def _forget(self, w: WorkerHandle) -> None:
         """A worker is being restarted: drop what its old incarnation reported (its slots
@@ -255,11 +257,28 @@ class AsyncUnroller:
             self._serial_link.free(traj.group, traj.slot)
         else:
             self._pool.send(w, ("free", traj.group, traj.slot))
-        self._metrics.add_finished(traj.episodes, 0)
-        if traj.statistics is not None and hasattr(self._algorithm.data_transformer,
-                                                   "merge_statistics"):
-            self._algorithm.data_transformer.merge_statistics(traj.statistics)
         return data
+
+    def _account(self, traj: Trajectory) -> None:
+        """Fold a used trajectory's finished episodes and normaliser statistics in (the
+        deterministic mode calls this in its fixed order: merges are order-sensitive)."""
+        self._metrics.add_finished(traj.episodes, 0)
+        if traj.statistics:
+            stats = alf_nest.map_structure(torch.as_tensor, traj.statistics)
+            self._algorithm.data_transformer.merge_statistics(stats)
+
+    def _check_stall(self) -> None:
+        """Workers alive (heartbeats fresh) but no trajectory for ``env_worker_timeout_s``:
+        say so instead of waiting forever (e.g. a worker waiting for weights that will
+        never be published)."""
+        quiet = time.monotonic() - max(self._last_trajectory, self._pool.last_ready_at)
+        limit = float(self._config.env_worker_timeout_s)
+        if quiet > limit:
+            raise RunFailedError(
+                f"no trajectory from any env worker for {quiet:.0f} s although they are alive "
+                f"(TrainerConfig.env_worker_timeout_s={limit:g}; async_mode="
+                f"'{self._mode}', learner version {self._version}): the workers are stuck "
+                "waiting, e.g. for weights; please report this with the config")
 
     def _handle_error(self, w: WorkerHandle, msg: Any) -> None:
         self._pool.restart(w, f"raised {msg[1]}")
@@ -284,6 +303,7 @@ class AsyncUnroller:
                     continue
                 self._lags.append(lag)
                 received.append((self._take(w, traj), traj))
+                self._account(traj)
             if len(received) >= need or (self._take_all_ready and received):
                 return received
             for w, msg in self._pool.messages(0.5):
@@ -291,7 +311,9 @@ class AsyncUnroller:
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
                     self._backlog.append((w, w.incarnation, msg[1]))
+                    self._last_trajectory = time.monotonic()
             self._pool.check_health()
+            self._check_stall()
 
     def _collect_ordered(self) -> List[Tuple[Any, Trajectory]]:
         """Deterministic: trajectory ``next_seq`` of every group, in (worker, group) order."""
@@ -308,11 +330,14 @@ class AsyncUnroller:
                     traj = msg[1]
                     self._pending[(w.worker_id, traj.group, traj.seq)] = (
                         self._take(w, traj), traj)
+                    self._last_trajectory = time.monotonic()
             self._pool.check_health()
+            self._check_stall()
         received = []
         for w in self._workers:
             for g in range(self._groups):
                 data, traj = self._pending.pop((w.worker_id, g, w.next_seq))
+                self._account(traj)
                 self._lags.append(self._version - traj.policy_version)
                 received.append((data, traj))
             w.next_seq += 1
@@ -323,8 +348,10 @@ class AsyncUnroller:
         w = self._workers[0]
         w.incarnation = 0
         self._serial_link = _SerialLink(w.slots)
-        self._serial_actor = build_actor(self._spec(w), self._serial_link,
-                                         serial_config=self._config)
+        from alf.trainers.interrupt_guard import sigint_ignored_in_children
+        with sigint_ignored_in_children():  # env subprocesses: the Trainer handles Ctrl-C
+            self._serial_actor = build_actor(self._spec(w), self._serial_link,
+                                             serial_config=self._config)
 
     def _collect_serial(self) -> List[Tuple[Any, Trajectory]]:
         w = self._workers[0]
@@ -332,13 +359,15 @@ class AsyncUnroller:
         for traj in self._serial_actor.run_round():
             self._lags.append(self._version - traj.policy_version)
             received.append((self._take(w, traj), traj))
+            self._account(traj)
         return received
 
     # ---------------------------------------------------------------- weights
     def after_train_iter(self, algorithm: Any) -> None:
         """One learner version more; publish the weights when due; write lag summaries."""
         self._version += 1
-        if self._version % self._update_period() == 0:
+        # relative to the start (or resume) version: what version_for_seq expects
+        if (self._version - self._base_version) % self._update_period() == 0:
             self._publish()
         ctx = self._context
         if ctx.should_summarize() and self._lags:

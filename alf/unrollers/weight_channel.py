@@ -74,7 +74,8 @@ class WeightChannel:
         ``load(state_dict)``; returns ``(version, counters)``, or None if that version is
         not (or no longer) published. ``load`` must copy (e.g. ``load_rollout_state_dict``),
         since the buffers are rewritten later."""
-        for _ in range(1000):
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
             if version is None:
                 b = int(self._latest[0])
                 if b < 0:
@@ -90,7 +91,10 @@ class WeightChannel:
                 continue
             got_version = int(self._meta[b, 1])
             counters = tuple(int(x) for x in self._meta[b, 2:])
+            if version is not None and got_version != version:
+                continue  # republished between the lookup and the read: look again
             load(dict(zip(self.keys, self._buffers[b])))
             if int(self._meta[b, 0]) == seq:
                 return got_version, counters
-        raise RuntimeError("WeightChannel.read: the weights kept changing during 1000 reads")
+        raise RuntimeError("WeightChannel.read: no consistent copy of the weights for 30 s "
+                           "(the learner kept rewriting them)")

@@ -66,6 +66,7 @@ class WorkerPool:
         self._max_restarts = int(max_restarts)
         self._on_restart = on_restart
         self.restarts = 0
+        self.last_ready_at = time.monotonic()  # when the newest (re)started worker was ready
 
     def start(self) -> None:
         """Launch every worker and wait until all are ready."""
@@ -96,13 +97,30 @@ class WorkerPool:
                     break
         return out
 
-    def close(self) -> None:
-        """Ask every worker to stop, then reap each (terminate/kill after 5 s)."""
-        for w in self.workers:
-            if w.process is not None:
-                self.send(w, ("stop",))
-        for w in self.workers:
-            self._stop_process(w)
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask every worker to stop, wait for all of them together at most ``timeout``
+        seconds, then terminate and kill the rest (a few seconds in all, however many
+        workers hang)."""
+        running = [w for w in self.workers if w.process is not None]
+        for w in running:
+            self.send(w, ("stop",))
+        deadline = time.monotonic() + timeout
+        for w in running:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+        for w in running:
+            if w.process.exitcode is None:
+                w.process.terminate()
+        deadline = time.monotonic() + 1.0
+        for w in running:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+            if w.process.exitcode is None:
+                w.process.kill()
+                w.process.join(1.0)
+            try:
+                w.conn.close()
+            except OSError:
+                pass
+            w.process = None
 
     def _launch(self, w: WorkerHandle) -> None:
         from alf.trainers.interrupt_guard import sigint_ignored_in_children
@@ -132,6 +150,8 @@ class WorkerPool:
                                              f"{reason}")
                     if msg[0] == "ready":
                         w.ready = True
+                        self._heartbeat[w.worker_id] = time.time()  # alive from now on
+                        self.last_ready_at = time.monotonic()
                 elif w.process.exitcode is not None:
                     raise RunFailedError(f"{w.describe(self._per_group)} failed to start: it "
                                          f"exited with status {w.process.exitcode}")

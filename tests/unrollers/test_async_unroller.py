@@ -99,12 +99,54 @@ def test_resume_of_an_async_run_continues(make_trainer, tmp_path):
     assert int(second.unroller.progress_text().split("lag ")[1].split("/")[2]) <= 4
 
 
+TINY_APPO = """
+include 'appo_cart_pole.gin'
+create_environment.num_parallel_environments = 4
+ActorDistributionNetwork.fc_layer_params = (8,)
+ValueNetwork.fc_layer_params = (8,)
+TrainerConfig.num_env_steps = 0
+TrainerConfig.num_iterations = 8
+TrainerConfig.unroll_length = 8
+TrainerConfig.mini_batch_size = 16
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.env_groups_per_worker = 2
+TrainerConfig.evaluate = False
+TrainerConfig.summary_interval = 1
+TrainerConfig.checkpoint_interval = 1000000
+"""
+
+
 def test_max_policy_lag_drops_and_counts_stale_trajectories(make_trainer, tmp_path):
-    trainer = _run(make_trainer, tmp_path / "lag", ["TrainerConfig.max_policy_lag=0",
-                                                    "TrainerConfig.num_iterations=8"])
+    trainer = make_trainer(tmp_path / "lag", TINY_APPO, ["TrainerConfig.max_policy_lag=0"])
+    trainer.run()
     assert trainer.context.iteration == 8
+    assert trainer.context.env_steps == 8 * 8 * 4  # dropped trajectories are not counted
     assert trainer.unroller.discarded_trajectories > 0
     assert trainer.unroller.progress_text().startswith(" | lag 0/0.0/0 | stale dropped ")
+
+
+def test_max_policy_lag_is_refused_for_replay_algorithms(make_trainer, tmp_path):
+    with pytest.raises(ConfigError, match="DqnAlgorithm learns from a replay buffer"):
+        make_trainer(tmp_path / "dqn", ASYNC_DQN, ["TrainerConfig.max_policy_lag=2"])
+
+
+def test_max_policy_lag_below_the_update_period_is_refused(make_trainer, tmp_path):
+    with pytest.raises(ConfigError, match=r"max_policy_lag=2 is below "
+                                          r"unroll_parameter_update_period - 1 \(10 - 1\)"):
+        make_trainer(tmp_path / "p", TINY_APPO, ["TrainerConfig.max_policy_lag=2",
+                                                 "TrainerConfig.unroll_parameter_update_period=10"])
+
+
+def test_deterministic_resume_with_an_update_period_above_one(make_trainer, tmp_path):
+    """Weights published every 3 iterations, resumed at iteration 4 (not a multiple of 3):
+    the workers' version schedule follows the resume point instead of waiting forever."""
+    params = ['TrainerConfig.async_mode="deterministic"',
+              "TrainerConfig.unroll_parameter_update_period=3",
+              "TrainerConfig.env_worker_timeout_s=20"]  # a stall fails in 20 s, not never
+    root = tmp_path / "det_resume"
+    _run(make_trainer, root, params + ["TrainerConfig.num_iterations=4"])
+    second = _run(make_trainer, root, params + ["TrainerConfig.num_iterations=11"])
+    assert second.context.iteration == 11
 
 
 def test_unroll_length_zero_trains_on_whatever_is_ready(make_trainer, tmp_path):
