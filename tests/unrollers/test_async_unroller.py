@@ -163,3 +163,21 @@ def test_unroll_length_zero_needs_max_unroll_length(make_trainer, tmp_path):
     with pytest.raises(ConfigError, match="unroll_length=0 .* needs TrainerConfig."
                                           "max_unroll_length >= 1"):
         make_trainer(tmp_path / "z", ASYNC_DQN, ["TrainerConfig.unroll_length=0"])
+
+
+def test_normaliser_statistics_are_the_learners_and_merged_from_the_actors(make_trainer,
+                                                                         tmp_path):
+    """The actor normalises with the learner's statistics (frozen) and ships the moments
+    of what it saw; the learner's normaliser has counted every observation exactly once:
+    the env steps plus the first observation of each of the 4 envs."""
+    trainer = _run(make_trainer, tmp_path / "norm", [
+        'TrainerConfig.async_mode="serial"',
+        "TrainerConfig.data_transformer_ctor=@ObservationNormalizer"])
+    stats = trainer.algorithm.data_transformer.normalizer.moments()
+    (count,) = {float(m["count"]) for m in stats.values()}
+    assert count == trainer.context.env_steps + 4
+    actor = trainer.unroller._serial_actor._algorithm.data_transformer
+    assert actor.statistics_frozen
+    shipped = actor.normalizer.moments()
+    # the actor holds the statistics published after the last-but-one iteration
+    assert 0 < min(float(m["count"]) for m in shipped.values()) < count
