@@ -224,7 +224,8 @@ def test_learns_cart_pole_in_a_short_sync_run(make_trainer, tmp_path, name, conf
     root = tmp_path / "run"
     trainer = make_trainer(root, conf, [
         "TrainerConfig.random_seed=0", f"TrainerConfig.num_env_steps={steps}",
-        "TrainerConfig.summary_interval=1", "TrainerConfig.progress_interval_seconds=1000.0"])
+        "TrainerConfig.summary_interval=1", "TrainerConfig.progress_interval_seconds=1000.0",
+        "TrainerConfig.async_unroll=False"])  # appo_cart_pole.gin ships async
     trainer.run()
     assert type(trainer.algorithm).__name__ == name
     returns = [v for _, v in _scalars(root, "Metrics/AverageReturn")]
