@@ -13,7 +13,10 @@ so the TD target is ``reward + discount * V(s_{t+m})``. Rewards after a
 episode (``LAST`` with discount 1) bootstraps from its final observation, which
 the environment stores at the ``LAST`` step. A row whose step 0 is ``LAST``
 has no transition (the action there was ignored by the environment):
-``valid = 0``, and its other fields are finite but meaningless.
+``valid = 0``, and its other fields are finite but meaningless. So has a row
+that runs into a ``FIRST`` not preceded by a ``LAST`` (a seam: an async env
+worker restarted with fresh envs after the row's last written step; envs never
+produce one).
 """
 from typing import Any, NamedTuple
 
@@ -68,6 +71,8 @@ def make_transitions(experience: Experience, n_step: int, gamma: float) -> Trans
         return _one_step_transitions(experience, gamma, weights)
     reward = ts.reward  # [B, L] or [B, L, k]
     is_last = step_type == StepType.LAST  # [B, L]
+    is_first = step_type == StepType.FIRST
+    seam = torch.zeros(B, dtype=torch.bool, device=device)  # a FIRST without a LAST before it
 
     ret = torch.zeros_like(reward[:, 0])
     active = torch.ones(B, dtype=torch.bool, device=device)  # no LAST among steps 1..k-1
@@ -76,6 +81,7 @@ def make_transitions(experience: Experience, n_step: int, gamma: float) -> Trans
         r_k = reward[:, k]
         mask = active.reshape((B,) + (1,) * (r_k.ndim - 1))
         ret = ret + torch.where(mask, r_k * (gamma ** (k - 1)), torch.zeros_like(r_k))
+        seam = seam | (active & is_first[:, k])
         m = torch.where(active & is_last[:, k], torch.full_like(m, k), m)
         active = active & ~is_last[:, k]
 
@@ -95,7 +101,7 @@ def make_transitions(experience: Experience, n_step: int, gamma: float) -> Trans
         reward=ret,
         discount=discount,
         next_observation=next_time_step.observation,
-        valid=(step_type[:, 0] != StepType.LAST).to(torch.float32),
+        valid=((step_type[:, 0] != StepType.LAST) & ~seam).to(torch.float32),
         time_step=time_step,
         next_time_step=next_time_step,
         rollout_info=alf_nest.map_structure(at_0, experience.rollout_info),
@@ -122,7 +128,8 @@ def _one_step_transitions(experience: Experience, gamma: float,
         reward=next_time_step.reward,
         discount=discount,
         next_observation=next_time_step.observation,
-        valid=(time_step.step_type != StepType.LAST).to(torch.float32),
+        valid=((time_step.step_type != StepType.LAST)
+               & (next_time_step.step_type != StepType.FIRST)).to(torch.float32),
         time_step=time_step,
         next_time_step=next_time_step,
         rollout_info=rollout_info,

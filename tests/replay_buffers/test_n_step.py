@@ -139,3 +139,20 @@ def test_one_step_fast_path_is_exact_and_agrees_with_the_general_path():
     exp64 = exp._replace(time_step=ts._replace(discount=ts.discount.double()))
     d64 = make_transitions(exp64, n_step=1, gamma=G).discount
     assert d64.dtype == torch.float64 and torch.equal(d64, G * ts.discount[:, 1].double())
+
+
+@pytest.mark.parametrize("n_step", [1, 2, 3])
+def test_a_seam_without_last_is_not_a_transition(n_step):
+    """An async env worker restarted with fresh envs leaves ``MID`` followed by ``FIRST``
+    in its replay rows (no ``LAST`` between them): no transition may cross it. Envs never
+    produce such a seam, so every other row is unchanged (the hand-computed tests)."""
+    st = torch.tensor([[M, F, M, M],     # seam right after step 0
+                       [M, M, F, M],     # seam at step 2: inside a 2- or 3-step window
+                       [M, M, M, M]], dtype=torch.int32)
+    B, L = st.shape
+    ts = TimeStep(step_type=st, reward=torch.ones(B, L), discount=torch.ones(B, L),
+                  observation=torch.zeros(B, L, 1), prev_action=torch.zeros(B, L),
+                  env_id=torch.arange(B)[:, None].expand(B, L), env_info={})
+    exp = Experience(time_step=ts, action=torch.zeros(B, L), rollout_info=(), state=())
+    valid = make_transitions(exp, n_step=n_step, gamma=G).valid.tolist()
+    assert valid == [0.0, 0.0 if n_step >= 2 else 1.0, 1.0]
