@@ -16,6 +16,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import Experience
+from alf.unrollers.shared_block import carve
 
 
 class TrajectorySlots:
@@ -32,15 +33,14 @@ class TrajectorySlots:
 
     def __init__(self, experience_spec: Experience, num_slots: int, length: int,
                  batch_size: int, shared: bool = True):
-        def alloc(spec):
-            t = torch.zeros((num_slots, length, batch_size) + tuple(spec.shape), dtype=spec.dtype)
-            return t.share_memory_() if shared else t
-
+        specs = alf_nest.flatten(experience_spec)
+        leaves = carve([((num_slots, length, batch_size) + tuple(s.shape), s.dtype)
+                        for s in specs], shared)  # one block: one file descriptor
         self.num_slots = int(num_slots)
         self.length = int(length)
         self.batch_size = int(batch_size)
-        self.buffers: Experience = alf_nest.map_structure(alloc, experience_spec)
-        self._leaves: List[torch.Tensor] = alf_nest.flatten(self.buffers)
+        self.buffers: Experience = alf_nest.pack_sequence_as(experience_spec, leaves)
+        self._leaves: List[torch.Tensor] = leaves
 
     @property
     def nbytes(self) -> int:

@@ -20,6 +20,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
+from alf.unrollers.shared_block import carve
+
 COUNTERS = ("iteration", "env_steps", "num_updates")
 
 
@@ -32,12 +34,9 @@ class WeightChannel:
     """
 
     def __init__(self, template: Dict[str, torch.Tensor], shared: bool = True):
-        def alloc(t: torch.Tensor) -> torch.Tensor:
-            x = torch.zeros_like(t, device="cpu").contiguous()
-            return x.share_memory_() if shared else x
-
         self.keys = list(template)
-        self._buffers = [[alloc(template[k]) for k in self.keys] for _ in range(2)]
+        layout = [(tuple(template[k].shape), template[k].dtype) for k in self.keys]
+        self._buffers = [carve(layout, shared) for _ in range(2)]  # one block each
         # per buffer: [seqlock counter, version, *counters]
         self._meta = torch.full((2, 2 + len(COUNTERS)), -1, dtype=torch.int64)
         self._meta[:, 0] = 0
