@@ -205,7 +205,11 @@ class WorkerPool:
               file=sys.stderr, flush=True)
         self._on_restart(w)
         self._launch(w)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except RunFailedError as e:  # the relaunch failed too: one more restart, if any left
+            self._stop_process(w, timeout=1.0)
+            self.restart(w, f"failed to restart ({str(e).split(': ', 1)[-1]})")
 
     def check_health(self) -> None:
         now = time.time()
