@@ -14,7 +14,6 @@ Roles:
 """
 from typing import Any, NamedTuple, Optional
 
-import torch
 
 from alf.algorithms.data_transformers import create_data_transformer
 from alf.data_structures import TimeStep

@@ -174,10 +174,8 @@ class RLAlgorithm(Algorithm):
         self._ensure_optimizers()
         if self._unroller is None and self._env is not None:
             buffer_size = self._config.metric_buffer_size if self._config is not None else 20
-            self.__dict__["_unroller"] = SyncUnroller(
-                self._env, self._data_transformer,
-                EpisodeMetrics(self._env.batch_size, buffer_size),
-                self.get_initial_rollout_state, device=self.device)
+            self.__dict__["_unroller"] = SyncUnroller.for_algorithm(self._env, self,
+                                                                    buffer_size)
         if self._unroller is None:
             return
         whole = self._regime("whole_replay_buffer_training")
@@ -189,8 +187,7 @@ class RLAlgorithm(Algorithm):
                 "each fresh batch (APPOAlgorithm, ImpalaAlgorithm): unset it")
         # Async whole-buffer training (APPO, IMPALA) trains on each batch of trajectories
         # as it arrives (``[B, T+1]`` with its bootstrap step): no buffer.
-        if not self.on_policy and not (self._async
-                                       and self._regime("whole_replay_buffer_training")):
+        if not self.on_policy and not (self._async and whole):
             self._build_replay_buffer()
 
     def experience_spec(self) -> Experience:
@@ -281,15 +278,14 @@ class RLAlgorithm(Algorithm):
             experience = alf_nest.map_structure(lambda x: x[:-1], experience)
         # An async batch may hold consecutive trajectories of the same envs: write the
         # columns in runs without repeated env ids, in order, so none overwrites another.
-        env_ids = experience.time_step.env_id[0].tolist()
+        columns = lambda a, b: alf_nest.map_structure(lambda x: x[:, a:b], experience)  # noqa: E731
         start, seen = 0, set()
-        for col, env_id in enumerate(env_ids + [None]):
-            if env_id is None or env_id in seen:
-                self.observe_for_replay(alf_nest.map_structure(
-                    lambda x: x[:, start:col], experience) if (start, col) != (0, len(env_ids))
-                    else experience)
+        for col, env_id in enumerate(experience.time_step.env_id[0].tolist()):
+            if env_id in seen:
+                self.observe_for_replay(columns(start, col))
                 start, seen = col, set()
             seen.add(env_id)
+        self.observe_for_replay(experience if start == 0 else columns(start, None))
 
     def observe_for_replay(self, experience: Experience) -> None:
         """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""

@@ -24,7 +24,6 @@ from alf import config as alf_config
 from alf.errors import UserError
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs, build_algorithm
-from alf.metrics import EpisodeMetrics
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
@@ -109,10 +108,8 @@ class Trainer:
             self._env = create_environment(seed=config.random_seed)
         algorithm = build_algorithm(config, EnvSpecs.of(self._env), "learner", self._context,
                                     env=self._env)
-        self._unroller = SyncUnroller(
-            self._env, algorithm.data_transformer,
-            EpisodeMetrics(self._env.batch_size, config.metric_buffer_size),
-            algorithm.get_initial_rollout_state, device=algorithm.device)
+        self._unroller = SyncUnroller.for_algorithm(self._env, algorithm,
+                                                    config.metric_buffer_size)
         algorithm.attach_unroller(self._unroller)
         algorithm.prepare()
         return algorithm

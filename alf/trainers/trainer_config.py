@@ -267,5 +267,3 @@ class TrainerConfig:
                     "would be dropped. Raise max_policy_lag or lower the period")
         if self.env_worker_timeout_s <= 0:
             raise ConfigError("TrainerConfig.env_worker_timeout_s must be > 0")
-        if self.device != "cpu" and self.async_mode == "serial":
-            pass  # actors act on the CPU in every mode; the learner may use the GPU

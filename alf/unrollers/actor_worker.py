@@ -21,7 +21,7 @@ group's next trajectory. Weights are refreshed just before the policy acts at
 step ``T``, so steps ``0..T-1`` of a trajectory all come from one version.
 """
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 

@@ -115,7 +115,6 @@ class AsyncUnroller:
         self._algorithm = None
         self._heartbeat: Optional[torch.Tensor] = None
         self._serial_actor = None
-        self._serial_pending: List[Trajectory] = []
         self._started = False
         self._closed = False
         self._discarded = 0
@@ -253,11 +252,15 @@ class AsyncUnroller:
     def _take(self, w: WorkerHandle, traj: Trajectory) -> Any:
         """Copy a reported trajectory out of its slot and give the slot back."""
         data = w.slots[traj.group].read(traj.slot)
+        self._free(w, traj)
+        return data
+
+    def _free(self, w: WorkerHandle, traj: Trajectory) -> None:
+        """Give a trajectory's slot back to its worker (unread, when dropped as stale)."""
         if self._mode == "serial":
             self._serial_link.free(traj.group, traj.slot)
         else:
             self._pool.send(w, ("free", traj.group, traj.slot))
-        return data
 
     def _account(self, traj: Trajectory) -> None:
         """Fold a used trajectory's finished episodes and normaliser statistics in (the
@@ -299,7 +302,7 @@ class AsyncUnroller:
                 lag = self._version - traj.policy_version
                 if max_lag is not None and lag > max_lag:
                     self._discarded += 1
-                    self._take(w, traj)
+                    self._free(w, traj)
                     continue
                 self._lags.append(lag)
                 received.append((self._take(w, traj), traj))

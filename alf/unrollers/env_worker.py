@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, Dict, List, Optional
+from typing import Any, List
 
 import torch
 

@@ -42,6 +42,14 @@ class SyncUnroller:
         self._to_device = None if device.type == "cpu" else (
             lambda nest: alf_nest.map_structure(lambda x: x.to(device, non_blocking=True), nest))
 
+    @classmethod
+    def for_algorithm(cls, env, algorithm, metric_buffer_size: int = 20) -> "SyncUnroller":
+        """An unroller stepping ``env`` with ``algorithm``'s transformer, initial rollout
+        state and device (episode metrics over the last ``metric_buffer_size`` episodes)."""
+        return cls(env, algorithm.data_transformer,
+                   EpisodeMetrics(env.batch_size, metric_buffer_size),
+                   algorithm.get_initial_rollout_state, device=algorithm.device)
+
     @property
     def env(self):
         return self._env

@@ -33,7 +33,6 @@ class WorkerHandle:
         self.incarnation = -1
         self.next_seq = 0  # deterministic: the next sequence number expected per group
         self.ready = False
-        self.started_at = 0.0
 
     def describe(self, envs_per_group: int) -> str:
         first, last = self.offsets[0], self.offsets[-1] + envs_per_group - 1
@@ -133,7 +132,6 @@ class WorkerPool:
             process.start()
         child_conn.close()
         w.process, w.conn, w.ready = process, parent_conn, False
-        w.started_at = time.time()
         self._heartbeat[w.worker_id] = time.time()
 
     def _wait_ready(self) -> None:
