@@ -19,6 +19,21 @@ The actor loss reaches the actor through ``dQ/da~`` only (computed with
 ``torch.autograd.grad`` w.r.t. the action), so the critics' weight gradients
 are not computed twice and one ``backward`` of the summed loss updates all
 three optimizers.
+
+RLPD (Ball, Smith, Kostrikov, Levine 2023, "Efficient Online Reinforcement
+Learning with Offline Data", arXiv:2302.02948) is this SAC with:
+
+* LayerNorm critics: ``CriticNetwork.use_layer_norm = True``;
+* a larger ensemble whose target is the min over a random subset:
+  ``num_critics = 10``, ``target_critic_subset = 2`` (a fresh subset of the
+  target critics every update; RLPD's actor maximises the ensemble mean:
+  ``actor_critic_reduction = "mean"``);
+* optionally no entropy term in the critic target
+  (``critic_entropy_backup = False``);
+* a high update-to-data ratio, which is ``TrainerConfig.num_updates_per_train_iter``
+  with ``TrainerConfig.unroll_length = 1`` (RLPD uses 20): nothing to set here;
+* symmetric sampling of offline and online data, which is
+  ``TrainerConfig.offline_buffer_dir`` with ``offline_fraction = 0.5``.
 """
 import math
 from functools import partial
@@ -32,7 +47,7 @@ import alf
 from alf import nest as alf_nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.data_structures import AlgStep, LossInfo, TimeStep
-from alf.errors import IncompatibleSpecError
+from alf.errors import ConfigError, IncompatibleSpecError
 from alf.networks import ActorDistributionNetwork, NormalProjectionNetwork
 from alf.networks.critic_networks import CriticNetwork
 from alf.networks.q_networks import QNetwork
@@ -76,7 +91,15 @@ class SacAlgorithm(OffPolicyAlgorithm):
             num_critics=)`` -> ``q [B, K]``.
         q_network_ctor: discrete: ``ctor(input_spec=, action_spec=, num_critics=)`` ->
             ``q [B, K, A]``.
-        num_critics: ensemble size (2 = clipped double Q).
+        num_critics: ensemble size (2 = clipped double Q; RLPD uses 10).
+        target_critic_subset: the TD target is the min over ``M`` = this many target
+            critics drawn at random without replacement, a fresh subset every update
+            (RLPD/REDQ; RLPD uses 2 of 10). None = the min over all ``num_critics``.
+        critic_entropy_backup: include ``- alpha * log pi(a'|s')`` in the TD target
+            (SAC). RLPD offers False (a plain clipped-Q target); the actor and alpha
+            losses keep their entropy terms either way.
+        actor_critic_reduction: how the actor loss combines the critics: ``"min"``
+            (SAC's clipped double Q) or ``"mean"`` (RLPD/REDQ with large ensembles).
         target_entropy: None = ``-dim(A)`` (continuous) or ``0.98 * log(A)`` (discrete).
         initial_alpha: initial entropy coefficient.
         fixed_alpha: if set, alpha is this constant and not learned.
@@ -89,6 +112,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
                  critic_network_ctor: Callable = CriticNetwork,
                  q_network_ctor: Callable = QNetwork,
                  num_critics: int = 2,
+                 target_critic_subset: Optional[int] = None,
+                 critic_entropy_backup: bool = True,
+                 actor_critic_reduction: str = "min",
                  target_entropy: Optional[float] = None,
                  initial_alpha: float = 1.0,
                  fixed_alpha: Optional[float] = None,
@@ -105,10 +131,19 @@ class SacAlgorithm(OffPolicyAlgorithm):
             raise IncompatibleSpecError(
                 f"{name} needs a 1-d continuous (gymnasium Box) or a scalar discrete action "
                 f"space, got {action_spec!r}")
+        if target_critic_subset is not None and not 1 <= int(target_critic_subset) <= num_critics:
+            raise ConfigError(f"{name}.target_critic_subset must be in [1, num_critics = "
+                              f"{num_critics}] or None (all critics), got {target_critic_subset}")
+        if actor_critic_reduction not in ("min", "mean"):
+            raise ConfigError(f"{name}.actor_critic_reduction must be 'min' or 'mean', got "
+                              f"{actor_critic_reduction!r}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, target_update_tau=target_update_tau,
                          target_update_period=target_update_period, env=env, config=config,
                          context=context, debug_summaries=debug_summaries, name=name)
+        self._target_subset = None if target_critic_subset is None else int(target_critic_subset)
+        self._critic_entropy_backup = bool(critic_entropy_backup)
+        self._actor_mean_q = actor_critic_reduction == "mean"
         self._discrete = action_spec.is_discrete()
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         if self._discrete:
@@ -146,6 +181,22 @@ class SacAlgorithm(OffPolicyAlgorithm):
                 "continuous actions; set `NormalProjectionNetwork.scale_distribution = True` "
                 "(and usually `state_dependent_std = True`) in the gin file")
 
+    def _target_subset_indices(self) -> torch.Tensor:
+        """``[M]`` distinct critic indices drawn uniformly (global torch RNG)."""
+        return torch.randperm(self._num_critics, device=self.device)[:self._target_subset]
+
+    def _target_min_q(self, obs: Any, action: torch.Tensor) -> torch.Tensor:
+        """Continuous: ``min_k Q'_k(s', a')`` ``[B]`` over all target critics or, with
+        ``target_critic_subset``, over a fresh random subset of them."""
+        if self._target_subset is None:
+            return self._target_critic((obs, action))[0].min(-1).values
+        index = self._target_subset_indices()
+        if hasattr(self._target_critic, "forward_members"):  # only the M chosen critics
+            q = self._target_critic.forward_members((obs, action), index)
+        else:
+            q = self._target_critic((obs, action))[0].index_select(-1, index)
+        return q.min(-1).values
+
     @property
     def alpha(self) -> torch.Tensor:
         return self._log_alpha.detach().exp()
@@ -171,8 +222,11 @@ class SacAlgorithm(OffPolicyAlgorithm):
         with torch.no_grad():  # separate call: no actor backward over the B next states
             next_dist, _ = self._actor(next_obs)
             next_action, next_log_pi = dist_utils.rsample_and_log_prob(next_dist)
-            next_q = self._target_critic((next_obs, next_action))[0].min(-1).values
-            target = t.reward + t.discount * (next_q - alpha * next_log_pi)
+            next_q = self._target_min_q(next_obs, next_action)
+            if self._critic_entropy_backup:
+                target = t.reward + t.discount * (next_q - alpha * next_log_pi)
+            else:
+                target = t.reward + t.discount * next_q
         dist, _ = self._actor(obs)
         new_action, log_pi_new = dist_utils.rsample_and_log_prob(dist)  # [B, D], [B]
         q = self._critic((obs, t.action))[0]  # [B, K]
@@ -180,7 +234,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
         critic_loss = 0.5 * diff.square().sum(-1)
         # dQ/da at a~, without touching the critics' weight gradients
         a_leaf = new_action.detach().requires_grad_(True)
-        q_new = self._critic((obs, a_leaf))[0].min(-1).values
+        q_new_all = self._critic((obs, a_leaf))[0]
+        q_new = q_new_all.mean(-1) if self._actor_mean_q else q_new_all.min(-1).values
         dqda, = torch.autograd.grad(q_new.sum(), a_leaf)
         actor_loss = alpha * log_pi_new - (dqda * new_action).sum(-1)
         alpha_loss = -self._log_alpha * (log_pi_new.detach() + self._target_entropy)
@@ -198,8 +253,14 @@ class SacAlgorithm(OffPolicyAlgorithm):
         log_probs = F.log_softmax(dist.logits, -1)  # [2B, A]
         probs = log_probs.exp()
         with torch.no_grad():
-            next_q = self._target_critic(next_obs)[0].min(1).values  # [B, A]
-            next_v = (probs[batch:] * (next_q - alpha * log_probs[batch:])).sum(-1)
+            next_q_all = self._target_critic(next_obs)[0]  # [B, K, A]
+            if self._target_subset is not None:
+                next_q_all = next_q_all.index_select(1, self._target_subset_indices())
+            next_q = next_q_all.min(1).values  # [B, A]
+            if self._critic_entropy_backup:
+                next_v = (probs[batch:] * (next_q - alpha * log_probs[batch:])).sum(-1)
+            else:
+                next_v = (probs[batch:] * next_q).sum(-1)
             target = t.reward + t.discount * next_v
         q_all = self._critic(obs)[0]  # [B, K, A]
         offset = int(self._action_spec.minimum)
@@ -208,7 +269,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         diff = q - target[:, None]
         critic_loss = 0.5 * diff.square().sum(-1)
         p, lp = probs[:batch], log_probs[:batch]
-        min_q = q_all.detach().min(1).values
+        min_q = q_all.detach().mean(1) if self._actor_mean_q else q_all.detach().min(1).values
         actor_loss = (p * (alpha * lp - min_q)).sum(-1)
         entropy = -(p * lp).sum(-1)
         alpha_loss = self._log_alpha * (entropy.detach() - self._target_entropy)

@@ -38,6 +38,8 @@ class CriticNetwork(Network):
       ``concat(obs, action) -> fc_layer_params (activation) -> 1``;
     * with them: ``obs -> observation_fc_layer_params (activation)``, then
       ``concat(that, action) -> fc_layer_params (activation) -> 1``.
+
+    With ``use_layer_norm`` every hidden layer is ``Linear -> LayerNorm -> activation``.
     """
 
     def __init__(self,
@@ -46,6 +48,7 @@ class CriticNetwork(Network):
                  activation: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
                  num_critics: int = 2,
                  observation_fc_layer_params: Optional[Sequence[int]] = None,
+                 use_layer_norm: bool = False,
                  name: str = "CriticNetwork"):
         """
         Args:
@@ -58,6 +61,10 @@ class CriticNetwork(Network):
             num_critics: number of independent critics ``K`` in the ensemble.
             observation_fc_layer_params: optional hidden layers applied to the
                 observation alone before it is joined with the action.
+            use_layer_norm: each critic gets its own LayerNorm after every hidden
+                Linear, before the activation (RLPD, Ball et al. 2023: it keeps Q
+                values from extrapolating far beyond the data). The output layer is
+                not normalised.
             name: name of the network.
         """
         if not (isinstance(input_spec, (tuple, list)) and len(input_spec) == 2):
@@ -84,10 +91,11 @@ class CriticNetwork(Network):
         self._obs_mlp = None
         if observation_fc_layer_params:
             self._obs_mlp = EnsembleMLP(obs_size, observation_fc_layer_params, num_critics,
-                                        activation=activation)
+                                        activation=activation, use_layer_norm=use_layer_norm)
             obs_size = self._obs_mlp.output_size
         self._joint_mlp = EnsembleMLP(obs_size + action_spec.shape[0], fc_layer_params,
-                                      num_critics, output_size=1, activation=activation)
+                                      num_critics, output_size=1, activation=activation,
+                                      use_layer_norm=use_layer_norm)
         self._output_spec = TensorSpec((self._num_critics,))
 
     @property
@@ -142,3 +150,23 @@ class CriticNetwork(Network):
             obs = self._obs_mlp.forward_member(obs, index)
         q = self._joint_mlp.forward_member(torch.cat([obs, action], dim=-1), index)  # [N, 1]
         return q.reshape(outer)
+
+    def forward_members(self, inputs: Tuple[Nest, torch.Tensor],
+                        indices: torch.Tensor) -> torch.Tensor:
+        """The critics ``indices`` (``[M]`` int64 tensor) alone:
+        ``(observation [B, ...], action [B, D])`` -> q ``[B, M]``.
+
+        Equal to ``forward(inputs)[0][..., indices]`` at ``M/K`` of the cost: e.g. the
+        TD target of RLPD / REDQ, a min over a random subset of the target critics.
+        """
+        obs, action, outer = self._flat_inputs(inputs)
+        m = indices.shape[0]
+        if self._obs_mlp is None:
+            x = torch.cat([obs, action], dim=-1)                      # shared [N, d_obs + D]
+        else:
+            h = self._obs_mlp.forward_members(obs, indices)           # [M, N, H]
+            x = torch.cat([h, action.expand(m, *action.shape)], -1)   # [M, N, H + D]
+        q = self._joint_mlp.forward_members(x, indices).squeeze(-1).t()  # [N, M]
+        if len(outer) != 1:
+            q = q.reshape(outer + (m,))
+        return q

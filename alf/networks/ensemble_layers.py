@@ -32,6 +32,7 @@ import math
 from typing import Callable, Optional, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import skip_init
 
@@ -122,12 +123,52 @@ def ensemble_linear(x: torch.Tensor, weight: torch.Tensor,
     return torch.baddbmm(bias, x, weight)
 
 
+class EnsembleLayerNorm(nn.Module):
+    """``K`` independent ``nn.LayerNorm(features)``: ``[K, B, features]`` -> same shape.
+
+    Member ``k`` normalises ``x[k]`` over its last dim and applies its own
+    elementwise affine ``weight[k]`` (ones at init) and ``bias[k]`` (zeros),
+    exactly ``torch.nn.LayerNorm`` with ``ln.weight = weight[k, 0]`` and
+    ``ln.bias = bias[k, 0]``. Initialisation draws no random numbers, so adding
+    it leaves the Linear layers' init unchanged.
+    """
+
+    def __init__(self, features: int, ensemble_size: int, eps: float = 1e-5):
+        """
+        Args:
+            features: size of the normalised (last) dim.
+            ensemble_size: number of members ``K``.
+            eps: added to the variance (``nn.LayerNorm``'s default).
+        """
+        super().__init__()
+        self.features = int(features)
+        self.ensemble_size = int(ensemble_size)
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(ensemble_size, 1, features))
+        self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[K, B, features]`` -> ``[K, B, features]``."""
+        return torch.addcmul(self.bias, F.layer_norm(x, (self.features,), eps=self.eps),
+                             self.weight)
+
+    def forward_member(self, x: torch.Tensor, k: int) -> torch.Tensor:
+        """Member ``k`` alone: ``[B, features]`` -> ``[B, features]``."""
+        return F.layer_norm(x, (self.features,), self.weight[k, 0], self.bias[k, 0], self.eps)
+
+    def extra_repr(self) -> str:
+        return f"features={self.features}, ensemble_size={self.ensemble_size}, eps={self.eps}"
+
+
 class EnsembleMLP(nn.Module):
     """``K`` independent MLPs of the same shape: ``[B, in]`` or ``[K, B, in]`` -> ``[K, B, out]``.
 
     Hidden layers are followed by ``activation``; the optional output layer
     (``output_size``) by ``last_activation`` (none by default). Member ``k``
-    equals ``nn.Sequential(Linear, act, ..., Linear)`` with that member's weights.
+    equals ``nn.Sequential(Linear, act, ..., Linear)`` with that member's weights;
+    with ``use_layer_norm`` each hidden ``Linear`` is followed by that member's
+    ``LayerNorm`` before the activation (``Linear, LayerNorm, act, ...``: the
+    critics of RLPD, Ball et al. 2023).
     """
 
     def __init__(self,
@@ -136,7 +177,8 @@ class EnsembleMLP(nn.Module):
                  ensemble_size: int,
                  output_size: Optional[int] = None,
                  activation: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
-                 last_activation: Optional[Callable[[torch.Tensor], torch.Tensor]] = None):
+                 last_activation: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+                 use_layer_norm: bool = False):
         """
         Args:
             input_size: size of the input vector.
@@ -146,6 +188,8 @@ class EnsembleMLP(nn.Module):
                 ``last_activation``); ``None``: the last hidden layer is the output.
             activation: activation after every hidden layer.
             last_activation: activation after the output layer.
+            use_layer_norm: a per-member LayerNorm after every hidden layer (before
+                its activation); not after the output layer.
         """
         super().__init__()
         self.ensemble_size = int(ensemble_size)
@@ -159,6 +203,11 @@ class EnsembleMLP(nn.Module):
             self.layers.append(skip_init(EnsembleLinear, size, n, ensemble_size))
             size = n
         self._num_hidden = len(self.layers)
+        if use_layer_norm:  # registered only when used: state_dict keys unchanged otherwise
+            self.norms = nn.ModuleList(EnsembleLayerNorm(layer.out_features, ensemble_size)
+                                       for layer in self.layers)
+        else:
+            self.norms = None
         if output_size is not None:
             self.layers.append(skip_init(EnsembleLinear, size, output_size, ensemble_size))
             size = output_size
@@ -172,6 +221,11 @@ class EnsembleMLP(nn.Module):
         for k in range(self.ensemble_size):
             for layer in self.layers:
                 layer.reset_member_(k)
+        if self.norms is not None:
+            with torch.no_grad():
+                for norm in self.norms:
+                    norm.weight.fill_(1.0)
+                    norm.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x``: shared ``[B, in]`` or per-member ``[K, B, in]`` -> ``[K, B, output_size]``.
@@ -181,10 +235,13 @@ class EnsembleMLP(nn.Module):
         if not self.layers:
             return x.expand(self.ensemble_size, *x.shape) if x.dim() == 2 else x
         act = self._activation
+        norms = self.norms
         # Calling the functional form skips nn.Module.__call__ (a few us per layer).
         for i, layer in enumerate(self.layers):
             x = ensemble_linear(x, layer.weight, layer.bias)
             if i < self._num_hidden:
+                if norms is not None:
+                    x = norms[i](x)
                 x = act(x)
             elif self._last_activation is not None:
                 x = self._last_activation(x)
@@ -194,10 +251,34 @@ class EnsembleMLP(nn.Module):
         """Member ``k`` alone: ``[B, in]`` -> ``[B, output_size]`` (``addmm`` on its weight
         slices; costs ``1/K`` of :meth:`forward`, gradients reach only member ``k``)."""
         act = self._activation
+        norms = self.norms
         for i, layer in enumerate(self.layers):
             w = layer.weight[k]
             x = torch.mm(x, w) if layer.bias is None else torch.addmm(layer.bias[k], x, w)
             if i < self._num_hidden:
+                if norms is not None:
+                    x = norms[i].forward_member(x, k)
+                x = act(x)
+            elif self._last_activation is not None:
+                x = self._last_activation(x)
+        return x
+
+    def forward_members(self, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        """The members ``indices`` (``[M]`` int64) alone: shared ``[B, in]`` or
+        ``[M, B, in]`` -> ``[M, B, output_size]``, equal to ``forward(x)[indices]`` at
+        ``M/K`` of the cost (the members' weights are gathered first; e.g. the target of
+        RLPD/REDQ: the min over a random subset of the target critics)."""
+        act = self._activation
+        norms = self.norms
+        for i, layer in enumerate(self.layers):
+            bias = None if layer.bias is None else layer.bias.index_select(0, indices)
+            x = ensemble_linear(x, layer.weight.index_select(0, indices), bias)
+            if i < self._num_hidden:
+                if norms is not None:
+                    norm = norms[i]
+                    x = torch.addcmul(norm.bias.index_select(0, indices),
+                                      F.layer_norm(x, (norm.features,), eps=norm.eps),
+                                      norm.weight.index_select(0, indices))
                 x = act(x)
             elif self._last_activation is not None:
                 x = self._last_activation(x)
