@@ -1,7 +1,9 @@
 """Algorithms: one module per algorithm (see docs/writing_an_algorithm.md).
 
 ``import alf`` imports the configurable modules (``alf/_registry.py``); the
-V-trace algorithms are imported here so that gin finds ``APPOAlgorithm``,
-``ImpalaAlgorithm`` and ``ImpalaLoss`` whenever any algorithm module is loaded.
+V-trace algorithms and the offline learners are imported here so that gin finds
+``APPOAlgorithm``, ``ImpalaAlgorithm``, ``ImpalaLoss``, ``BcAlgorithm`` and
+``IqlAlgorithm`` whenever any algorithm module is loaded.
 """
 from alf.algorithms import appo_algorithm, impala_algorithm  # noqa: F401
+from alf.algorithms import bc_algorithm  # noqa: F401

@@ -1,0 +1,168 @@
+"""Behaviour cloning: supervised learning of the dataset's actions from its observations.
+
+Trains on the same n-step :class:`~alf.replay_buffers.n_step.Transition` s as
+the other replay learners (of which only ``observation`` and ``action`` are
+read), so it learns from an offline dataset (``TrainerConfig.offline_buffer_dir``
+with ``unroll_length = 0``) or from its own replay buffer alike. Rows whose
+step 0 is ``LAST`` (their stored action is a placeholder) are masked out by
+:meth:`OffPolicyAlgorithm.train_on_batch`. Nothing is stored per step:
+rollout info and rollout state are ``()``.
+
+Losses per row ``[B]``:
+
+* discrete actions: cross-entropy ``-log pi(a|s)`` of a Categorical policy;
+* continuous actions, ``loss_type="mse"`` (their default): squared error between
+  the policy's deterministic action (the mode: ``tanh`` of the Gaussian mean
+  mapped onto the bounds) and the dataset action, per dimension in units of the
+  action half-range, summed over dimensions;
+* continuous actions, ``loss_type="nll"``: ``-log pi(a|s)`` of the
+  tanh-squashed Gaussian, with the dataset action first pulled inside the
+  bounds by ``nll_action_margin`` (a squashed Gaussian has no density *at* a
+  bound, where expert actions often saturate).
+
+``mse`` is the default because it cloned the expert Pendulum agent better
+(saturated ``+-2`` torques are reproduced exactly by a saturated ``tanh``,
+while the likelihood spends its capacity on the spread of the data); the
+figures are in ``docs/offline.md``. ``nll`` learns a calibrated std as well,
+for sampling in ``rollout_step``; with ``mse`` the std keeps its initial value.
+"""
+import math
+from functools import partial
+from typing import Any, Callable, NamedTuple, Optional
+
+import numpy as np
+import torch
+
+import alf
+from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.data_structures import AlgStep, LossInfo, TimeStep
+from alf.errors import ConfigError, IncompatibleSpecError
+from alf.networks import ActorDistributionNetwork, NormalProjectionNetwork
+from alf.replay_buffers.n_step import Transition
+from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.utils import dist_utils
+from alf.utils.optimizers import Adam, OptimizerFactory
+from alf.utils.run_context import RunContext
+
+
+class BcInfo(NamedTuple):
+    """Per-row ``[B]`` values of one BC update."""
+    loss: Any = ()
+    error: Any = ()  # discrete: 1 where the greedy action differs; continuous: |mode - a| mean
+
+
+def bc_actor_network(input_spec: Any, action_spec: TensorSpec) -> torch.nn.Module:
+    """256x256 ReLU MLP; a Categorical head for discrete actions, a tanh-squashed
+    Gaussian (state-dependent std clipped to ``[e^-5, e^2]``) for continuous ones."""
+    head = partial(NormalProjectionNetwork, state_dependent_std=True, scale_distribution=True,
+                   min_std=math.exp(-5), max_std=math.exp(2), projection_output_init_gain=1.0)
+    return ActorDistributionNetwork(input_spec, action_spec, fc_layer_params=(256, 256),
+                                    activation=torch.relu, use_orthogonal_init=False,
+                                    continuous_projection_net_ctor=head)
+
+
+@alf.configurable
+class BcAlgorithm(OffPolicyAlgorithm):
+    """Behaviour cloning for a scalar discrete or a 1-d continuous action (see module doc).
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> action distribution
+            ``[B]`` (Categorical for discrete actions; for continuous ones a distribution
+            whose mode is the deterministic action, e.g. the tanh-squashed Gaussian of
+            ``NormalProjectionNetwork(scale_distribution=True)``).
+        loss_type: ``"mse"`` (squared error of the mode, in units of the action
+            half-range; continuous actions only) or ``"nll"`` (negative log-likelihood:
+            the cross-entropy for discrete actions). None = ``"mse"`` for continuous,
+            ``"nll"`` for discrete actions.
+        nll_action_margin: ``"nll"`` on a bounded action: dataset actions are clipped to
+            ``[min + m * half_range, max - m * half_range]`` with ``m`` this fraction.
+        optimizer: None = Adam(1e-3).
+        n_step, gamma: see OffPolicyAlgorithm (BC reads step 0 of each transition only).
+    """
+
+    def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
+                 actor_network_ctor: Callable = bc_actor_network,
+                 loss_type: Optional[str] = None,
+                 nll_action_margin: float = 1e-3,
+                 optimizer: Optional[OptimizerFactory] = None,
+                 n_step: int = 1, gamma: float = 0.99,
+                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 debug_summaries: bool = False, name: str = "BcAlgorithm"):
+        if not isinstance(action_spec, TensorSpec) or not (
+                action_spec.is_discrete() and action_spec.ndim == 0
+                or action_spec.is_continuous() and action_spec.ndim == 1):
+            raise IncompatibleSpecError(
+                f"{name} needs a 1-d continuous (gymnasium Box) or a scalar discrete action "
+                f"space, got {action_spec!r}")
+        discrete = action_spec.is_discrete()
+        if loss_type is None:
+            loss_type = "nll" if discrete else "mse"
+        if loss_type not in ("mse", "nll"):
+            raise ConfigError(f"{name}.loss_type must be 'mse', 'nll' or None, got {loss_type!r}")
+        if discrete and loss_type == "mse":
+            raise ConfigError(f"{name}.loss_type='mse' needs continuous actions; discrete actions "
+                              "are cloned with the cross-entropy: set loss_type='nll' (or None)")
+        if not 0.0 <= nll_action_margin < 0.5:
+            raise ConfigError(f"{name}.nll_action_margin must be in [0, 0.5), got "
+                              f"{nll_action_margin}")
+        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
+                         gamma=gamma, env=env, config=config, context=context,
+                         optimizer=optimizer or Adam(lr=1e-3),
+                         debug_summaries=debug_summaries, name=name)
+        self._discrete = discrete
+        self._loss_type = loss_type
+        self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        if not self._discrete:
+            dim = action_spec.shape[0]
+            lo, hi = _bounds(action_spec)
+            bounded = lo is not None
+            half = (hi - lo) / 2 if bounded else torch.ones(dim)
+            margin = nll_action_margin * half
+            self.register_buffer("_inv_half_range", 1.0 / half, persistent=False)
+            self.register_buffer("_clip_low", lo + margin if bounded else
+                                 torch.full((dim,), -math.inf), persistent=False)
+            self.register_buffer("_clip_high", hi - margin if bounded else
+                                 torch.full((dim,), math.inf), persistent=False)
+
+    # ------------------------------------------------------------- acting
+    def predict_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
+        dist, _ = self._actor(time_step.observation)
+        return AlgStep(output=dist_utils.get_mode(dist), state=state)
+
+    def rollout_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:
+        dist, _ = self._actor(time_step.observation)
+        return AlgStep(output=dist.sample(), state=state)
+
+    # ------------------------------------------------------------ training
+    def train_step(self, transition: Transition, state: Any = (), rollout_info: Any = ()) -> AlgStep:
+        dist, _ = self._actor(transition.observation)
+        action = transition.action
+        if self._discrete:
+            loss = -dist.log_prob(action)
+            error = (dist_utils.get_mode(dist).detach() != action).to(loss.dtype)
+        else:
+            mode = dist_utils.get_mode(dist)
+            diff = (mode - action) * self._inv_half_range  # [B, D] in half-range units
+            if self._loss_type == "mse":
+                loss = diff.square().sum(-1)
+            else:
+                clipped = torch.maximum(torch.minimum(action, self._clip_high), self._clip_low)
+                loss = -dist.log_prob(clipped)
+            error = diff.detach().abs().mean(-1)
+        return AlgStep(state=state, info=BcInfo(loss=loss, error=error))
+
+    def calc_loss(self, info: BcInfo) -> LossInfo:
+        return LossInfo(loss=info.loss, extra={"bc_loss": info.loss.detach(),
+                                               "action_error": info.error})
+
+
+def _bounds(spec: TensorSpec):
+    """``(low [D], high [D])`` float tensors of a finitely bounded spec, else ``(None, None)``."""
+    if not (isinstance(spec, BoundedTensorSpec) and np.all(np.isfinite(spec.minimum))
+            and np.all(np.isfinite(spec.maximum))):
+        return None, None
+    shape = spec.shape
+    lo = torch.tensor(np.broadcast_to(spec.minimum, shape), dtype=torch.float32)
+    hi = torch.tensor(np.broadcast_to(spec.maximum, shape), dtype=torch.float32)
+    return lo, hi
