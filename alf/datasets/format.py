@@ -322,7 +322,7 @@ class DatasetWriter:
                  source: Optional[dict] = None, overwrite: bool = False):
         self.path = os.path.abspath(os.path.expanduser(str(path)))
         self._overwrite = overwrite
-        _check_target(self.path, overwrite)
+        check_output_path(self.path, overwrite)
         if num_rows < 1 or row_length < 0:
             raise ValueError(f"num_rows must be >= 1 and row_length >= 0, got {num_rows}, "
                              f"{row_length}")
@@ -420,7 +420,7 @@ class DatasetWriter:
             np.save(os.path.join(self.tmp_path, RETURNS_FILE), returns)
             info = self._write_manifest(episodes)
             self._arrays = []
-            _check_target(self.path, self._overwrite)
+            check_output_path(self.path, self._overwrite)
             _move_into_place(self.tmp_path, self.path)
         except BaseException:
             self.abort()
@@ -573,14 +573,16 @@ def compute_episodes(step_type: np.ndarray, reward: np.ndarray,
     return ep, ret
 
 
-def _check_target(path: str, overwrite: bool) -> None:
+def check_output_path(path: str, overwrite: bool) -> None:
+    """Raise DatasetError (one line) unless a dataset may be written at ``path``: it does
+    not exist, is an empty directory, or (``overwrite``) is an alf dataset."""
     if not os.path.lexists(path):
         return
     is_dataset = os.path.isfile(os.path.join(path, MANIFEST))
     is_empty_dir = os.path.isdir(path) and not os.listdir(path)
     if not overwrite and not is_empty_dir:
-        raise DatasetError(f"{path} already exists; choose another path or pass overwrite "
-                           "(--overwrite) to replace that dataset")
+        raise DatasetError(f"{path} already exists; choose another path, or replace that "
+                           "dataset with --overwrite (overwrite=True)")
     if overwrite and not (is_dataset or is_empty_dir):
         raise DatasetError(f"{path} exists and is not an alf dataset; refusing to replace it "
                            "(remove it yourself or choose another path)")

@@ -173,7 +173,7 @@ def test_writer_stages_in_tmp_dir_and_aborts_on_error(tmp_path):
 def test_refuses_to_overwrite_unless_asked(tmp_path):
     path = str(tmp_path / "ds")
     write_dataset(path, make_steps(0), LENGTHS, "Toy-v0", OBS, ACT, REW)
-    with pytest.raises(DatasetError, match=r"ds already exists; .*overwrite") as e:
+    with pytest.raises(DatasetError, match=r"ds already exists; .*--overwrite") as e:
         write_dataset(path, make_steps(1), LENGTHS, "Toy-v0", OBS, ACT, REW)
     assert "\n" not in str(e.value)
     write_dataset(path, make_steps(1), LENGTHS, "Other-v0", OBS, ACT, REW, overwrite=True)
