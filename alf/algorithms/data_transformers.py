@@ -93,6 +93,21 @@ class DataTransformer(nn.Module):
         """Transform one batched step (``[B, ...]`` fields); returns ``(time_step, new_state)``."""
         raise NotImplementedError
 
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        """Transform stored RAW steps (an offline dataset's, any batch dims, e.g. ``[B, L]``)
+        the way :meth:`transform_timestep` transforms live ones, with the current
+        statistics and without updating them or threading a state.
+
+        Offline datasets hold raw env data (docs/design/offline_dataset_format.md), so the
+        algorithm's transformer is applied when they are sampled. A
+        :class:`~alf.algorithms.frame_stacker.FrameStacker` returns the step as is: stored
+        frames are re-stacked when sampled (``replay_buffers/experience_storage.py``).
+        Subclasses that change observations or rewards override this.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not define transform_replay(), so it cannot be "
+            "applied to offline (raw) data; implement it or train without an offline dataset")
+
     # ------------------------------------------------- learner-owned statistics
     @property
     def statistics_frozen(self) -> bool:
@@ -136,6 +151,9 @@ class IdentityDataTransformer(DataTransformer):
     def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
         return time_step, state
 
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        return time_step
+
 
 @alf.configurable
 class SequentialDataTransformer(DataTransformer):
@@ -175,6 +193,11 @@ class SequentialDataTransformer(DataTransformer):
             time_step, member_state = member.transform_timestep(time_step, member_state)
             new_states.append(member_state)
         return time_step, tuple(new_states)
+
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        for member in self.members:
+            time_step = member.transform_replay(time_step)
+        return time_step
 
     def pop_statistics(self) -> Statistics:
         """``{str(member index): member.pop_statistics()}`` for members with statistics."""
@@ -227,6 +250,9 @@ class ObservationNormalizer(DataTransformer):
             self.normalizer.update(time_step.observation)
         return time_step._replace(observation=self.normalizer.normalize(time_step.observation)), state
 
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        return time_step._replace(observation=self.normalizer.normalize(time_step.observation))
+
     def pop_statistics(self) -> Statistics:
         return self.normalizer.pop_pending()
 
@@ -252,6 +278,9 @@ class RewardScaling(DataTransformer):
     def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
         return time_step._replace(reward=time_step.reward * self._scale), state
 
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        return self.transform_timestep(time_step, ())[0]
+
 
 @alf.configurable
 class RewardClipping(DataTransformer):
@@ -272,6 +301,9 @@ class RewardClipping(DataTransformer):
 
     def transform_timestep(self, time_step: TimeStep, state: Nest) -> Tuple[TimeStep, Nest]:
         return time_step._replace(reward=time_step.reward.clamp(*self._minmax)), state
+
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        return self.transform_timestep(time_step, ())[0]
 
 
 @alf.configurable
@@ -326,11 +358,17 @@ class RewardNormalizer(DataTransformer):
                 self._pending_calls += 1
             else:
                 self._num_updates += 1
-        scale = torch.rsqrt(self.return_stats.var + self._epsilon).to(reward.dtype)
-        new_reward = reward * scale
+        return time_step._replace(reward=self._scaled(reward)), ret
+
+    def _scaled(self, reward: torch.Tensor) -> torch.Tensor:
+        new_reward = reward * torch.rsqrt(self.return_stats.var + self._epsilon).to(reward.dtype)
         if self._clip_value:
             new_reward = new_reward.clamp(-self._clip_value, self._clip_value)
-        return time_step._replace(reward=new_reward), ret
+        return new_reward
+
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        """Scale by the current return std (the running return is not tracked for replay)."""
+        return time_step._replace(reward=self._scaled(time_step.reward))
 
     def pop_statistics(self) -> Statistics:
         calls = torch.tensor(self._pending_calls, dtype=torch.int64)

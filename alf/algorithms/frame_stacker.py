@@ -113,6 +113,11 @@ class FrameStacker(DataTransformer):
         return self._stack_size - 1
 
     # ----------------------------------------------------------------- rollout
+    def transform_replay(self, time_step: TimeStep) -> TimeStep:
+        """Replayed observations are already stacked: sampling re-stacks the stored frames
+        (``replay_buffers/experience_storage.py``), so nothing is left to do."""
+        return time_step
+
     def transform_timestep(self, time_step: TimeStep, state: tuple) -> Tuple[TimeStep, tuple]:
         """``time_step.observation`` ``[B, ...]`` -> stacked; state ``[B, (k-1)C, ...]`` per leaf."""
         if self._stack_size == 1:

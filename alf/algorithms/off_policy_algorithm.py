@@ -66,7 +66,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self._online_for_target = []
         self._targets = []
         self.__dict__["_target_updater"] = None
-        self.__dict__["_block"] = None  # see sample_replay
+        self.__dict__["_blocks"] = {}  # (id(buffer), B, L) -> SampleBlock; see sample_replay
         cfg = self._config
         if cfg is not None and (self._regime("whole_replay_buffer_training")
                                 or self._regime("clear_replay_buffer")):
@@ -118,28 +118,33 @@ class OffPolicyAlgorithm(RLAlgorithm):
     def replay_sequence_length(self) -> int:
         return self._n_step + 1
 
-    def sample_replay(self, batch_size: int, length: int) -> Experience:
-        """``[B, L]`` sequences; from a uniform buffer, drawn a block at a time.
+    def sample_replay(self, batch_size: int, length: int,
+                      buffer: Optional[Any] = None) -> Experience:
+        """``[B, L]`` sequences from ``buffer`` (default: the online replay buffer); from a
+        uniform buffer, drawn a block at a time.
 
         ``train_from_replay_buffer`` asks for ``num_updates_per_train_iter`` batches in a
-        row while the buffer does not change, so from a uniform buffer one
+        row while the buffers do not change, so from a uniform buffer one
         :class:`~alf.replay_buffers.sample_block.SampleBlock` of ``K * B`` sequences
         (``K`` = the updates per iteration, capped at :data:`BLOCK_BYTES` of data) serves
-        the next ``K`` calls with the same sampling distribution. The block is dropped
-        when :meth:`observe_for_replay` adds data and after every training iteration;
-        code that writes into the buffer directly and then samples from the algorithm
-        should call :meth:`drop_sample_block`. Prioritized buffers sample on every call
-        (priorities move after every update).
+        the next ``K`` calls for that buffer with the same sampling distribution. Blocks
+        (one per buffer and request shape) are dropped when :meth:`observe_for_replay`
+        adds data and after every training iteration; code that writes into a buffer
+        directly and then samples from the algorithm should call
+        :meth:`drop_sample_block`. Prioritized buffers sample on every call (priorities
+        move after every update).
         """
+        rb = self._replay_buffer if buffer is None else buffer
         k = self._block_batches(batch_size, length)
-        if self._replay_buffer.prioritized or k <= 1:
-            return super().sample_replay(batch_size, length)
-        block, batch = self._block, None
-        if block is not None and (block.batch_size, block.length) == (batch_size, length):
-            batch = block.next_batch()  # None once the block is used up
+        if rb.prioritized or k <= 1:
+            return super().sample_replay(batch_size, length, rb)
+        blocks = self._blocks
+        key = (id(rb), batch_size, length)
+        block = blocks.get(key)
+        batch = block.next_batch() if block is not None else None  # None once used up
         if batch is None:
-            block = SampleBlock(super().sample_replay(k * batch_size, length), batch_size)
-            self.__dict__["_block"] = block
+            block = SampleBlock(super().sample_replay(k * batch_size, length, rb), batch_size)
+            blocks[key] = block
             batch = block.next_batch()
         return batch
 
@@ -158,8 +163,8 @@ class OffPolicyAlgorithm(RLAlgorithm):
         return cached[1]
 
     def drop_sample_block(self) -> None:
-        """Forget the sampled block (the next :meth:`sample_replay` samples afresh)."""
-        self.__dict__["_block"] = None
+        """Forget the sampled blocks (the next :meth:`sample_replay` samples afresh)."""
+        self._blocks.clear()
 
     def observe_for_replay(self, experience: Experience) -> None:
         self.drop_sample_block()  # the buffer changes: sequences sampled before are stale

@@ -18,6 +18,12 @@ the Trainer owns a sync or async unroller; standalone, an algorithm given an
 The replay buffer is built from specs in :meth:`prepare` (a dry run of
 ``rollout_step`` on zeros gives the rollout-info spec), before step 0, so
 checkpoints load without a warm-up iteration.
+
+Offline and hybrid (``TrainerConfig.offline_buffer_dir``, docs/offline.md): the
+datasets are loaded into a second, read-only buffer; without an unroller
+(``unroll_length = 0``) training is purely offline, otherwise each mini-batch
+mixes both buffers (:mod:`alf.algorithms.hybrid_replay`). Replay code takes the
+buffer it works on and a batch's ``BatchInfo`` names where its rows came from.
 """
 import time
 from typing import Any, Optional
@@ -27,6 +33,7 @@ import torch
 from alf import nest as alf_nest
 from alf.algorithms.algorithm import Algorithm
 from alf.algorithms.frame_stacker import find_frame_stacker
+from alf.algorithms import hybrid_replay
 from alf.algorithms.replay_training import train_on_batch, whole_buffer_mini_batches
 from alf.data_structures import Experience, LossInfo, TimeStep
 from alf.errors import ConfigError
@@ -87,6 +94,9 @@ class RLAlgorithm(Algorithm):
         self.__dict__["_replay_buffer"] = None
         self.__dict__["_unroller"] = None
         self.__dict__["_frame_stacker"] = None  # part of the data transformer, not a submodule
+        self.__dict__["_offline_buffer"] = None  # datasets (offline/hybrid training)
+        self.__dict__["_time_step_spec_override"] = None
+        self.__dict__["_env_name"] = ""
         self._unroll_accumulator = 0.0
         self._prepared = False
         self._pending_batch: Optional[Experience] = None  # async whole-buffer batch [B, T+1]
@@ -118,6 +128,11 @@ class RLAlgorithm(Algorithm):
         return self._replay_buffer
 
     @property
+    def offline_buffer(self) -> Optional[ReplayBuffer]:
+        """The read-only buffer of ``TrainerConfig.offline_buffer_dir`` datasets (or None)."""
+        return self._offline_buffer
+
+    @property
     def clears_replay_buffer(self) -> bool:
         """Whether the replay buffer is emptied after every iteration (e.g. PPO's), so
         nothing in it outlives an iteration or needs checkpointing."""
@@ -139,9 +154,23 @@ class RLAlgorithm(Algorithm):
         value = getattr(self._config, name, None) if self._config is not None else None
         return getattr(type(self), name) if value is None else bool(value)
 
+    def set_time_step_spec(self, time_step_spec: TimeStep, env_name: str = "") -> None:
+        """The raw env's time step spec (and name), for an algorithm with neither env nor
+        unroller (pure offline training: they come from the dataset)."""
+        self.__dict__["_time_step_spec_override"] = time_step_spec
+        self.__dict__["_env_name"] = env_name
+
+    def _raw_time_step_spec(self) -> TimeStep:
+        if self._unroller is not None:
+            return self._unroller.time_step_spec()
+        if self._env is not None:
+            return self._env.time_step_spec()
+        if self._time_step_spec_override is None:
+            raise RuntimeError(f"{type(self).__name__} has no env, unroller or time step spec")
+        return self._time_step_spec_override
+
     def _time_step_spec(self) -> TimeStep:
-        source = self._env if self._unroller is None else self._unroller
-        return source.time_step_spec()._replace(observation=self._observation_spec)
+        return self._raw_time_step_spec()._replace(observation=self._observation_spec)
 
     def attach_unroller(self, unroller: Any) -> None:
         """Use ``unroller`` (owned and closed by the Trainer) as the source of experience.
@@ -176,6 +205,8 @@ class RLAlgorithm(Algorithm):
             buffer_size = self._config.metric_buffer_size if self._config is not None else 20
             self.__dict__["_unroller"] = SyncUnroller.for_algorithm(self._env, self,
                                                                     buffer_size)
+        if self._offline_dir():
+            self._build_offline_buffer()
         if self._unroller is None:
             return
         whole = self._regime("whole_replay_buffer_training")
@@ -203,6 +234,17 @@ class RLAlgorithm(Algorithm):
         return Experience(time_step=ts, action=alg_step.output, rollout_info=alg_step.info,
                           state=self.get_initial_rollout_state(batch)
                           if not alf_nest.is_empty(self.rollout_state_spec) else ())
+
+    def _offline_dir(self) -> Any:
+        return getattr(self._config, "offline_buffer_dir", None) if self._config else None
+
+    def _build_offline_buffer(self) -> None:
+        self._full_experience_spec = extract_spec(self._dry_run_experience(1), 1)
+        self.__dict__["_frame_stacker"] = find_frame_stacker(self._data_transformer)
+        env_name = getattr(self._unroller or self._env, "env_name", "") or self._env_name
+        self.__dict__["_offline_buffer"] = hybrid_replay.build_offline_buffer(
+            self, self._full_experience_spec, self._raw_time_step_spec(), env_name)
+        self.__dict__["_mix"] = hybrid_replay.OfflineFraction(self._config, self._context)
 
     def _build_replay_buffer(self) -> None:
         batch = self._unroller.batch_size
@@ -297,6 +339,12 @@ class RLAlgorithm(Algorithm):
     def train_iter(self) -> int:
         """One training iteration; returns the number of env steps unrolled."""
         self.prepare()
+        if self._offline_buffer is not None and (
+                self._unroller is None or self._mix.in_offline_phase()):
+            # pure offline, or hybrid's offline phase: train on the datasets, step no env
+            self._last_unroll_steps = 0
+            self.train_from_replay_buffer()
+            return 0
         self._unroll_accumulator += float(self._unroll_length())
         steps = int(self._unroll_accumulator + 1e-9)  # 10 x 0.1 must give 1
         self._unroll_accumulator -= steps
@@ -341,26 +389,53 @@ class RLAlgorithm(Algorithm):
         beta = self._config.priority_replay_beta
         return float(beta(self._context.progress())) if callable(beta) else float(beta)
 
-    def sample_replay(self, batch_size: int, length: int) -> Experience:
-        """Sample ``[B, L]`` sequences with their derived fields restored and ``batch_info`` set."""
-        rb = self._replay_buffer
+    def sample_replay(self, batch_size: int, length: int,
+                      buffer: Optional[ReplayBuffer] = None) -> Experience:
+        """Sample ``[B, L]`` sequences from ``buffer`` (default: the online replay buffer)
+        with their derived fields restored and ``batch_info`` set. Offline (dataset) rows
+        are raw env data: the data transformer's ``transform_replay`` is applied."""
+        rb = self._replay_buffer if buffer is None else buffer
         if rb.prioritized:
             data, info = rb.get_batch(batch_size, length, beta=self._priority_beta())
         else:
             data, info = rb.get_batch(batch_size, length)
-        data = experience_storage.restore_derived_fields(
-            rb, data, info.env_ids, info.positions,
-            self._full_experience_spec.time_step.prev_action, self._frame_stacker)
+        data = self._restore(rb, data, info.env_ids, info.positions)
         return data._replace(batch_info=info)
 
-    def gather_replay(self) -> Experience:
-        """Everything in the buffer, ``[num_envs, T]``, derived fields restored."""
-        rb = self._replay_buffer
-        data = rb.gather_all()
+    def gather_replay(self, buffer: Optional[ReplayBuffer] = None) -> Experience:
+        """Everything in ``buffer`` (default: the online one), ``[num_envs, T]``, derived
+        fields restored."""
+        rb = self._replay_buffer if buffer is None else buffer
         env_ids, positions = experience_storage.gather_all_positions(rb)
-        return experience_storage.restore_derived_fields(
+        return self._restore(rb, rb.gather_all(), env_ids, positions)
+
+    def _restore(self, rb: ReplayBuffer, data: Experience, env_ids: torch.Tensor,
+                 positions: torch.Tensor) -> Experience:
+        data = experience_storage.restore_derived_fields(
             rb, data, env_ids, positions, self._full_experience_spec.time_step.prev_action,
             self._frame_stacker)
+        if rb is self._offline_buffer and rb is not None:
+            data = data._replace(time_step=self._data_transformer.transform_replay(
+                data.time_step))
+            data = hybrid_replay.fill_missing_env_info(
+                data, self._full_experience_spec.time_step.env_info)
+        return data
+
+    def _sample_training_batch(self, batch_size: int, length: int) -> Experience:
+        """One mini-batch: online only, or offline and online rows mixed
+        (:mod:`alf.algorithms.hybrid_replay`)."""
+        if self._offline_buffer is None:
+            return self.sample_replay(batch_size, length)
+        online = self._replay_buffer
+        ready = None if online is None else int(online.current_size().max()) >= length
+        n_off = self._mix.offline_rows(batch_size, ready)
+        if n_off >= batch_size:
+            return self.sample_replay(batch_size, length, self._offline_buffer)
+        if n_off <= 0:
+            return self.sample_replay(batch_size, length)
+        return hybrid_replay.concat_batches(
+            self.sample_replay(batch_size - n_off, length),
+            self.sample_replay(n_off, length, self._offline_buffer))
 
     def train_from_replay_buffer(self) -> Optional[LossInfo]:
         """Off-policy update(s) from the replay buffer (see module docstring)."""
@@ -387,19 +462,21 @@ class RLAlgorithm(Algorithm):
                 self._replay_buffer.clear(keep_last=True)
         else:
             mb_length = self.replay_sequence_length()
-            if int(self._replay_buffer.current_size().max()) < mb_length:
+            if self._offline_buffer is None and \
+                    int(self._replay_buffer.current_size().max()) < mb_length:
                 return None
             if mb_size is None:
                 raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")
             per_batch = bool(cfg is not None and cfg.update_counter_every_mini_batch)
             for _ in range(num_updates):
-                experience = self.preprocess_experience(self.sample_replay(mb_size, mb_length))
+                experience = self.preprocess_experience(
+                    self._sample_training_batch(mb_size, mb_length))
                 loss_info, info = self.train_on_batch(experience)
                 self._update_priority(experience, loss_info)
                 if per_batch and self._context.should_summarize_update():
                     self.summarize_train(experience, info, loss_info,
                                          step=self._context.num_updates)
-            if self._regime("clear_replay_buffer"):
+            if self._regime("clear_replay_buffer") and self._replay_buffer is not None:
                 self._replay_buffer.clear()
         self.after_train_iter(experience, info)
         if loss_info is not None and not (cfg is not None and cfg.update_counter_every_mini_batch
@@ -408,10 +485,10 @@ class RLAlgorithm(Algorithm):
         return loss_info
 
     def _update_priority(self, experience: Experience, loss_info: LossInfo) -> None:
-        """Send ``LossInfo.priority`` ``[B]`` back to a prioritized buffer."""
-        rb = self._replay_buffer
+        """Send ``LossInfo.priority`` ``[B]`` back to the prioritized buffer(s) the batch's
+        rows came from (named by its ``BatchInfo``)."""
         priority = loss_info.priority
-        if not rb.prioritized or not isinstance(priority, torch.Tensor):
-            return
         info = experience.batch_info
-        rb.update_priority(info.env_ids, info.positions, priority.detach())
+        if isinstance(priority, torch.Tensor) and not alf_nest.is_empty(info):
+            hybrid_replay.update_priorities(info, priority)
+

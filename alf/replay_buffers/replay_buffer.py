@@ -100,6 +100,13 @@ class ReplayBuffer:
                                   initial_max_value=1.0) if self._prioritized else None)
         except RuntimeError as e:  # allocation failure
             raise UserError(f"{name}: could not allocate {_format_bytes(total)}: {e}") from None
+        self._init_views(storage_bytes)
+        logging.info("%s: %d envs x %d steps, %s storage + %s priority tree = %s on %s", name,
+                     self._num_envs, self._max_length, _format_bytes(storage_bytes),
+                     _format_bytes(self._nbytes - storage_bytes), _format_bytes(self._nbytes),
+                     self._device)
+
+    def _init_views(self, storage_bytes: int) -> None:
         # the same memory viewed as [num_envs * capacity, ...]: reads are one index_select
         # per field (several times faster than 2-D advanced indexing)
         self._flat_storage = alf_nest.map_structure(
@@ -110,10 +117,48 @@ class ReplayBuffer:
         self._current_pos = torch.zeros(self._num_envs, dtype=torch.int64, device=self._device)
         self._current_size = torch.zeros(self._num_envs, dtype=torch.int64, device=self._device)
         self._env_range = torch.arange(self._num_envs, device=self._device)
-        logging.info("%s: %d envs x %d steps, %s storage + %s priority tree = %s on %s", name,
-                     self._num_envs, self._max_length, _format_bytes(storage_bytes),
-                     _format_bytes(self._nbytes - storage_bytes), _format_bytes(self._nbytes),
-                     self._device)
+
+    @classmethod
+    def from_storage(cls, data_spec: Any, storage: Any, row_lengths: torch.Tensor,
+                     name: str = "OfflineReplayBuffer") -> "ReplayBuffer":
+        """A uniform buffer over existing storage, without copying it.
+
+        Args:
+            data_spec: nest of TensorSpec for one item.
+            storage: nest (matching ``data_spec``) of contiguous ``[num_envs, capacity, ...]``
+                tensors, e.g. memory-mapped dataset files (``alf.datasets``): pages are read
+                on demand, so the data may be larger than RAM.
+            row_lengths: ``[num_envs]`` int64: row ``e`` holds items in slots
+                ``[0, row_lengths[e])``, oldest first.
+            name: for messages.
+        The buffer can be sampled and gathered like any other; writing into it writes
+        into ``storage``.
+        """
+        leaves = alf_nest.flatten(storage)
+        num_envs, capacity = (tuple(leaves[0].shape[:2]) if leaves else (0, 0))
+        for leaf, spec in zip(leaves, alf_nest.flatten(data_spec)):
+            if tuple(leaf.shape) != (num_envs, capacity) + tuple(spec.shape) \
+                    or leaf.dtype != spec.dtype or not leaf.is_contiguous():
+                raise ValueError(f"{name}: storage leaf {tuple(leaf.shape)} {leaf.dtype} does not "
+                                 f"match {(num_envs, capacity)} + spec {spec}")
+        self = cls.__new__(cls)
+        self._data_spec = data_spec
+        self._num_envs, self._max_length = int(num_envs), int(capacity)
+        self._device = leaves[0].device if leaves else torch.device("cpu")
+        self._name = name
+        self._prioritized, self._alpha, self._eps = False, 0.7, 1e-6
+        self._enable_checkpoint = False
+        self._storage = storage
+        self._tree = None
+        self._init_views(sum(leaf.numel() * leaf.element_size() for leaf in leaves))
+        lengths = torch.as_tensor(row_lengths, dtype=torch.int64).to(self._device)
+        if tuple(lengths.shape) != (self._num_envs,) or bool((lengths < 0).any()
+                                                               or (lengths > capacity).any()):
+            raise ValueError(f"{name}: row_lengths {lengths.tolist()} do not fit "
+                             f"{self._num_envs} rows of {capacity} slots")
+        self._current_pos.copy_(lengths)
+        self._current_size.copy_(lengths)
+        return self
 
     # ------------------------------------------------------------ properties
     @property

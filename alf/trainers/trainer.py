@@ -24,6 +24,7 @@ from alf import config as alf_config
 from alf.errors import UserError
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs, build_algorithm
+from alf.metrics import EpisodeMetrics
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
@@ -70,7 +71,8 @@ class Trainer:
         self._context = RunContext(config.num_iterations, config.num_env_steps,
                                    summary_interval=config.summary_interval)
         self._env = None  # the sync unroller's training env (None when async)
-        self._unroller = None
+        self._unroller = None  # None: pure offline training (no training env)
+        self._offline_specs: Optional[EnvSpecs] = None  # pure offline: from the dataset
         self._eval_env = None
         try:
             self._algorithm = self._build_learner(config)
@@ -79,7 +81,7 @@ class Trainer:
                 with sigint_ignored_in_children():
                     self._eval_env = create_environment(
                         num_parallel_environments=config.num_eval_environments,
-                        seed=config.random_seed + 1_000_003)
+                        seed=config.random_seed + 1_000_003, **self._offline_env_kwargs())
         except BaseException:
             self.close()
             raise
@@ -94,6 +96,20 @@ class Trainer:
     def _build_learner(self, config: TrainerConfig):
         """The algorithm (:func:`alf.experiment.build_algorithm`) and the unroller this
         Trainer owns: in-process envs (sync) or env worker processes (async)."""
+        if config.offline_only:
+            # the configured env's specs (the datasets are checked against them; the env
+            # is built and closed at once, never stepped), or the first dataset's
+            from alf.datasets.offline_buffer import dataset_paths, dataset_env_specs
+            from alf.unrollers.async_unroller import probe_env_specs
+            specs = (probe_env_specs() if _env_name_bound() else
+                     dataset_env_specs(dataset_paths(config.offline_buffer_dir)[0]))
+            self._offline_specs = specs
+            algorithm = build_algorithm(config, specs, "learner", self._context)
+            algorithm.set_time_step_spec(specs.time_step_spec, specs.env_name)
+            algorithm.prepare()
+            # the window of AverageReturn is the newest evaluation's episodes
+            self._offline_metrics = EpisodeMetrics(1, buffer_size=config.num_eval_episodes)
+            return algorithm
         if config.async_unroll:
             from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
             specs = probe_env_specs()
@@ -114,6 +130,22 @@ class Trainer:
         algorithm.prepare()
         return algorithm
 
+    def _offline_env_kwargs(self) -> dict:
+        """Pure offline: the evaluation env is the dataset's unless the config names one."""
+        if self._offline_specs is None or _env_name_bound():
+            return {}
+        return {"env_name": self._offline_specs.env_name}
+
+    @property
+    def _spec_source(self):
+        """What the experiment signature describes: the unroller, or the dataset specs."""
+        return self._unroller if self._unroller is not None else _SpecView(self._offline_specs)
+
+    @property
+    def _metrics(self) -> EpisodeMetrics:
+        return (self._unroller.metrics if self._unroller is not None
+                else self._offline_metrics)
+
     @property
     def algorithm(self):
         return self._algorithm
@@ -133,11 +165,11 @@ class Trainer:
 
     # ------------------------------------------------------------ checkpoint
     def _training_state(self) -> dict:
-        metrics = self._algorithm.metrics
+        metrics = self._metrics
         return {"algorithm": self._algorithm.state_dict(), "context": self._context.state_dict(),
                 "rng": get_rng_state(), "random_seed": self._config.random_seed,
                 "metrics": metrics.state_dict() if metrics is not None else {},
-                "experiment": experiment_signature(self._unroller, self._algorithm),
+                "experiment": experiment_signature(self._spec_source, self._algorithm),
                 "wall_time_s": self._wall_time()}
 
     def save_checkpoint(self) -> str:
@@ -164,7 +196,7 @@ class Trainer:
             return False
         iteration, state, rb_state = found
         check_compatible(state.get("experiment"),
-                         experiment_signature(self._unroller, self._algorithm),
+                         experiment_signature(self._spec_source, self._algorithm),
                          self._root_dir)
         load_algorithm_state(self._algorithm, state["algorithm"], self._root_dir)
         self._context.load_state_dict(state["context"])
@@ -172,9 +204,10 @@ class Trainer:
         self._wall_time_offset = float(state.get("wall_time_s", 0.0))
         # New episodes after a resume come from a fresh, deterministic seed instead of
         # replaying the run's first episodes (env RNG states are not checkpointable).
-        self._unroller.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
-        if self._algorithm.metrics is not None and state.get("metrics"):
-            self._algorithm.metrics.load_state_dict(state["metrics"])
+        if self._unroller is not None:
+            self._unroller.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
+        if self._metrics is not None and state.get("metrics"):
+            self._metrics.load_state_dict(state["metrics"])
         self._saved_iteration = iteration
         self._notice(f"[alf] resumed from iteration {iteration:,} "
                      f"({self._context.env_steps:,} env steps)")
@@ -321,6 +354,7 @@ class Trainer:
         self._loop_start = start = time.perf_counter()
         last_print = start
         steps_at_start = ctx.env_steps
+        updates_at_start = ctx.num_updates
         first_iteration = ctx.iteration + 1
         iter_seconds = 0.0
         ctx.unroll_seconds = 0.0
@@ -329,11 +363,13 @@ class Trainer:
                 ctx.iteration += 1
                 t0 = time.perf_counter()
                 alg.train_iter()
-                self._unroller.after_train_iter(alg)
+                if self._unroller is not None:
+                    self._unroller.after_train_iter(alg)
                 iter_seconds += time.perf_counter() - t0
-                metrics = self._unroller.metrics
+                metrics = self._metrics
                 now = time.perf_counter()
                 fps = (ctx.env_steps - steps_at_start) / max(1e-9, now - start)
+                ups = (ctx.num_updates - updates_at_start) / max(1e-9, now - start)
                 if ctx.should_summarize() or (cfg.summarize_first_interval and ctx.iteration == 1):
                     self._summarize(metrics, fps, iter_seconds)
                 if cfg.evaluate and ctx.iteration % cfg.eval_interval == 0:
@@ -353,7 +389,7 @@ class Trainer:
                 if not self._quiet and (now - last_print >= cfg.progress_interval_seconds or done
                                             or ctx.iteration == first_iteration):
                     last_print = now
-                    self._print_progress(metrics, fps, now - start)
+                    self._print_progress(metrics, fps, now - start, ups)
                 if self._interrupts.requested:
                     raise StopAtBoundary
         finally:
@@ -363,14 +399,20 @@ class Trainer:
         """After the first iteration every configurable has been built: name the bindings
         nothing used (usually a typo'd or wrong class name, which gin cannot catch)."""
         unused = alf_config.unused_bindings()
-        if self._config.async_unroll:  # the env workers build the envs, not this process
+        if self._config.async_unroll or (self._unroller is None and self._eval_env is None):
+            # the env workers build the envs, not this process / pure offline: no env at all
             unused = [b for b in unused if not b.startswith("create_environment.")]
         if unused:
             self._notice("[alf] warning: gin bindings never used (typo, or a class this "
                          f"experiment does not build?): {', '.join(unused)}")
 
-    def _progress_text(self, metrics, fps: float, elapsed: float) -> str:
+    def _progress_text(self, metrics, fps: float, elapsed: float, ups: float = 0.0) -> str:
         ctx, cfg = self._context, self._config
+        if self._unroller is None:  # pure offline: no env steps, the return is evaluation's
+            iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
+            ret = metrics.average_return()
+            return (f"[alf] iter {ctx.iteration:,}{iters} | updates {ctx.num_updates:,} | "
+                    f"updates/s {ups:,.0f} | eval return {ret:.1f} | {elapsed:.1f}s")
         target = (f"/{cfg.num_env_steps:,}" if cfg.num_env_steps else "")
         iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
         ret = metrics.average_return()
@@ -382,8 +424,8 @@ class Trainer:
         text = getattr(self._unroller, "progress_text", None)
         return text() if text is not None else ""
 
-    def _print_progress(self, metrics, fps: float, elapsed: float) -> None:
-        self._print_line(self._progress_text(metrics, fps, elapsed))
+    def _print_progress(self, metrics, fps: float, elapsed: float, ups: float = 0.0) -> None:
+        self._print_line(self._progress_text(metrics, fps, elapsed, ups))
 
     def _notice(self, text: str) -> None:
         """Warnings and what a resume did: shown even with ``quiet`` (which only silences
@@ -414,6 +456,8 @@ class Trainer:
             return
         avg_ret = sum(r for r, _ in results) / len(results)
         avg_len = sum(l for _, l in results) / len(results)
+        if self._unroller is None:  # pure offline: evaluation is the return to report
+            self._offline_metrics.add_finished(results, 0)
         self._context.add_scalar("Eval/AverageReturn", avg_ret)
         self._context.add_scalar("Eval/AverageEpisodeLength", avg_len)
         self._print_line(f"[alf] eval at iter {self._context.iteration:,}: return {avg_ret:.1f} "
@@ -431,6 +475,30 @@ class Trainer:
         if getattr(self, "_writer", None) is not None:
             self._writer.close()
             self._writer = None
+
+
+def _env_name_bound() -> bool:
+    """Whether the config names the env (``create_environment.env_name``)."""
+    import gin
+    try:
+        gin.query_parameter("create_environment.env_name")
+        return True
+    except ValueError:
+        return False
+
+
+class _SpecView:
+    """The env-spec methods :func:`experiment_signature` reads, over dataset specs."""
+
+    def __init__(self, specs: EnvSpecs):
+        self._specs = specs
+        self.env_name = specs.env_name
+
+    def observation_spec(self):
+        return self._specs.observation_spec
+
+    def action_spec(self):
+        return self._specs.action_spec
 
 
 def _fmt(x: float) -> str:

@@ -18,7 +18,8 @@ class TrainerConfig:
         num_env_steps: stop after this many environment steps (0 = no limit). At least one
             of ``num_iterations``/``num_env_steps`` must be set; schedules anneal over it.
         unroll_length: env steps per env per iteration; fractional values (e.g. 0.25) unroll
-            one step every ``1/unroll_length`` iterations.
+            one step every ``1/unroll_length`` iterations. 0 with ``offline_buffer_dir``:
+            pure offline training (no training env; stop by ``num_iterations``).
         async_unroll: collect experience in env worker processes while the learner
             trains (docs/async.md): the same algorithm and gin file, by config alone.
         async_mode: ``"processes"`` (learner takes whatever trajectories are ready),
@@ -63,10 +64,18 @@ class TrainerConfig:
         priority_replay_beta: importance-weight exponent (a float, or a schedule over
             training progress, e.g. ``@LinearSchedule(0.4, 1.0)`` anneals it to 1).
         priority_replay_eps: added to ``|p|`` so no item gets probability 0.
-        offline_buffer_dir: dataset path(s) for offline/hybrid training.
-        offline_buffer_length: capacity per env of the offline buffer.
-        rl_train_after_update_steps: hybrid: offline-only updates before online RL starts.
-        rl_train_every_update_steps: hybrid: do an RL update every this many updates.
+        offline_buffer_dir: dataset directory, or a list of them, for offline (with
+            ``unroll_length=0``) or hybrid training (docs/offline.md). Datasets come from
+            ``python -m alf.bin.export_dataset`` or a Minari import.
+        offline_buffer_length: steps per row of the offline buffer (None: the dataset's;
+            a shorter one keeps each row's newest steps).
+        offline_fraction: hybrid: share of every mini-batch drawn from the offline buffer
+            (a float in [0, 1], or a schedule over training progress such as
+            ``@LinearSchedule(0.5, 0.1)``); 0.5 is RLPD's symmetric sampling.
+        rl_train_after_update_steps: hybrid: this many offline-only updates first, with no
+            env stepped (an offline pre-training phase).
+        rl_train_every_update_steps: hybrid: every this many updates draws a mixed batch;
+            the others draw offline data only.
         num_checkpoints: keep this many newest checkpoints.
         checkpoint_interval: save every this many iterations (and at the end / on Ctrl-C).
         evaluate: run a separate evaluation env every ``eval_interval`` iterations.
@@ -118,6 +127,7 @@ class TrainerConfig:
                  priority_replay_eps: float = 1e-6,
                  offline_buffer_dir: Union[None, str, List[str]] = None,
                  offline_buffer_length: Optional[int] = None,
+                 offline_fraction: Union[float, Callable[[float], float]] = 0.5,
                  rl_train_after_update_steps: int = 0,
                  rl_train_every_update_steps: int = 1,
                  num_checkpoints: int = 3,
@@ -166,6 +176,7 @@ class TrainerConfig:
         self.priority_replay_eps = priority_replay_eps
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length
+        self.offline_fraction = offline_fraction
         self.rl_train_after_update_steps = rl_train_after_update_steps
         self.rl_train_every_update_steps = rl_train_every_update_steps
         self.num_checkpoints = int(num_checkpoints)
@@ -195,8 +206,13 @@ class TrainerConfig:
                               "(both are 0, so training would never stop)")
         if self.async_unroll:
             self._validate_async()
+        elif self.offline_buffer_dir and self.unroll_length == 0:
+            pass  # pure offline (checked in _validate_offline)
         elif not (self.unroll_length > 0):
-            raise ConfigError(f"TrainerConfig.unroll_length must be > 0, got {self.unroll_length}")
+            hint = (" (0 means pure offline training, which needs "
+                    "TrainerConfig.offline_buffer_dir)" if self.unroll_length == 0 else "")
+            raise ConfigError(f"TrainerConfig.unroll_length must be > 0, got "
+                              f"{self.unroll_length}{hint}")
         if self.unroll_length >= 1 and float(self.unroll_length) != int(self.unroll_length):
             raise ConfigError("TrainerConfig.unroll_length above 1 must be an integer, got "
                               f"{self.unroll_length}")
@@ -232,9 +248,33 @@ class TrainerConfig:
                                   f"schedule such as @LinearSchedule), got {self.priority_replay_beta}")
             if self.priority_replay_eps <= 0:
                 raise ConfigError("TrainerConfig.priority_replay_eps must be > 0")
-        if self.offline_buffer_dir:
-            raise ConfigError("TrainerConfig.offline_buffer_dir: offline/hybrid training is not "
-                              "available yet in this version")
+        self._validate_offline()
+
+    @property
+    def offline_only(self) -> bool:
+        """Pure offline training: datasets and no training env (``unroll_length == 0``)."""
+        return bool(self.offline_buffer_dir) and not self.async_unroll and self.unroll_length == 0
+
+    def _validate_offline(self) -> None:
+        if not self.offline_buffer_dir:
+            return
+        paths = ([self.offline_buffer_dir] if isinstance(self.offline_buffer_dir, str)
+                 else list(self.offline_buffer_dir))
+        if not all(isinstance(p, str) and p for p in paths):
+            raise ConfigError("TrainerConfig.offline_buffer_dir must be a dataset path or a list "
+                              f"of them, got {self.offline_buffer_dir!r}")
+        if self.offline_only and self.num_env_steps > 0:
+            raise ConfigError("TrainerConfig.num_env_steps cannot end pure offline training "
+                              "(unroll_length=0 steps no env): set TrainerConfig.num_iterations")
+        if self.offline_buffer_length is not None and int(self.offline_buffer_length) < 1:
+            raise ConfigError("TrainerConfig.offline_buffer_length must be >= 1 (or None)")
+        if not callable(self.offline_fraction) and not 0.0 <= float(self.offline_fraction) <= 1.0:
+            raise ConfigError("TrainerConfig.offline_fraction must be in [0, 1] (or a schedule "
+                              f"such as @LinearSchedule), got {self.offline_fraction}")
+        if int(self.rl_train_after_update_steps) < 0:
+            raise ConfigError("TrainerConfig.rl_train_after_update_steps must be >= 0")
+        if int(self.rl_train_every_update_steps) < 1:
+            raise ConfigError("TrainerConfig.rl_train_every_update_steps must be >= 1")
 
     def _validate_async(self) -> None:
         modes = ("processes", "deterministic", "serial")
