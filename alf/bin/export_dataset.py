@@ -61,7 +61,8 @@ def _main() -> int:
     if FLAGS.collect_steps is None:
         given = [f"--{n}" for n in _COLLECT_ONLY if FLAGS[n].present]
         if given:
-            raise ConfigError(f"{', '.join(given)} only apply to collect mode: add "
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ConfigError(f"{', '.join(given)} {verb} only to collect mode: add "
                               "--collect_steps=N (env steps to record)")
         if not FLAGS.root_dir:
             raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
