@@ -25,14 +25,18 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
-                 "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4"],
+                 "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4",
+                 # Minari's DataCollector (tests record datasets with it) needs jax: [create]
+                 "minari[create,hdf5]>=0.5.4,<0.6"],
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],
-        "offline": ["minari>=0.4", "h5py>=3"],
+        "offline": ["minari[hdf5]>=0.5.4,<0.6"],
         "video": ["imageio>=2.30", "imageio-ffmpeg>=0.4"],
         "plot": ["matplotlib>=3.5"],
         "bench": ["stable-baselines3>=2.3", "matplotlib>=3.5"],
     },
-    entry_points={"console_scripts": ["alf-train=alf.bin.train:main", "alf-play=alf.bin.play:main"]},
+    entry_points={"console_scripts": ["alf-train=alf.bin.train:main", "alf-play=alf.bin.play:main",
+                                      "alf-export-dataset=alf.bin.export_dataset:main",
+                                      "alf-minari=alf.bin.minari_dataset:main"]},
 )
