@@ -274,3 +274,27 @@ def test_offline_rows_go_through_the_data_transformer(pendulum_dataset, tmp_path
         assert torch.allclose(batch.time_step.reward[:, 0], raw * 0.25)
     finally:
         trainer.close()
+
+
+def test_hybrid_with_the_async_unroller_mixes_online_rows(pendulum_dataset, tmp_path):
+    import alf
+    from alf.trainers.trainer import Trainer
+    from alf.trainers.trainer_config import TrainerConfig
+    alf.config.parse_config("sac_pendulum_async.gin", [
+        "TrainerConfig.num_threads=1", 'TrainerConfig.async_mode="serial"',
+        f"TrainerConfig.offline_buffer_dir='{pendulum_dataset}'",
+        "TrainerConfig.initial_collect_steps=0", "TrainerConfig.mini_batch_size=32",
+        "TrainerConfig.num_updates_per_train_iter=2", "TrainerConfig.num_env_steps=1000"])
+    trainer = Trainer(TrainerConfig(), str(tmp_path / "run"), quiet=True)
+    try:
+        alg, ctx = trainer.algorithm, trainer.context
+        for _ in range(3):
+            alg.train_iter()
+        assert ctx.env_steps > 0 and ctx.num_updates == 6
+        assert alg.replay_buffer.total_size() == ctx.env_steps
+        parts = alg._sample_training_batch(32, 2).batch_info.replay_buffer.parts
+        assert [(b is alg.replay_buffer, s, e) for b, s, e in parts] == [(True, 0, 16),
+                                                                        (False, 16, 32)]
+        assert parts[1][0] is alg.offline_buffer
+    finally:
+        trainer.close()
