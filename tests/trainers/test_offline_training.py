@@ -298,3 +298,14 @@ def test_hybrid_with_the_async_unroller_mixes_online_rows(pendulum_dataset, tmp_
         assert parts[1][0] is alg.offline_buffer
     finally:
         trainer.close()
+
+
+def test_the_custom_dataset_snippet_of_docs_offline_md_runs(tmp_path, monkeypatch):
+    import re
+    text = open(os.path.join(REPO, "docs", "offline.md")).read()
+    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/offline.md", "exec"), {})
+    ds = open_dataset(str(tmp_path / "data" / "mine"))
+    assert ds.info.num_rows == 4 and ds.info.row_lengths == [1000] * 4
+    assert ds.info.num_episodes == 4 * 4  # 201 steps per episode (FIRST + 200): 4 per row
