@@ -149,7 +149,7 @@ def open_dataset(path: str, mmap: bool = True) -> Dataset:
         shape = (info.num_rows, info.row_length) + tuple(leaf_spec.shape)
         dtype = np.dtype(dtype_name(leaf_spec.dtype))
         where = f"field '{fpath}'"
-        if tuple(entry["shape"]) != shape or np.dtype(entry["dtype"]) != dtype:
+        if tuple(entry["shape"]) != shape or entry["dtype"] != dtype.name:
             raise DatasetError(f"{manifest_path} is damaged: {where} is listed as "
                                f"{entry['dtype']}{list(entry['shape'])} but its spec and counts "
                                f"give {dtype.name}{list(shape)}")
@@ -167,7 +167,14 @@ def open_dataset(path: str, mmap: bool = True) -> Dataset:
                            f"shape {list(episodes.shape)}, expected [E, 4]")
     returns = _read_npy(os.path.join(path, RETURNS_FILE), "episode returns",
                         (episodes.shape[0],) + reward_shape, np.dtype(np.float64), mmap=False)
-    complete = int(episodes[:, 3].sum()) if len(episodes) else 0
+    lengths = np.asarray(info.row_lengths + [0], dtype=np.int64)  # [0]: never indexed when ok
+    row, start, length, done = (episodes[:, i] for i in range(4))
+    bad = ((row < 0) | (row >= info.num_rows) | (start < 0) | (length < 1)
+           | ((done != 0) & (done != 1)))
+    if np.any(bad) or np.any(start + length > lengths[np.where(bad, -1, row)]):
+        raise DatasetError(f"{os.path.join(path, EPISODES_FILE)} (episode table) is damaged: "
+                           "an episode lies outside the rows")
+    complete = int(done.sum()) if len(episodes) else 0
     if complete != info.num_episodes:
         raise DatasetError(f"{os.path.join(path, EPISODES_FILE)} (episode table) is damaged: "
                            f"{complete} complete episodes, the manifest says {info.num_episodes}")
@@ -241,11 +248,16 @@ def _parse_manifest(m: dict, manifest_path: str) -> DatasetInfo:
         if os.path.basename(entry["file"]) != entry["file"] or not entry["file"].endswith(".npy"):
             raise DatasetError(f"{manifest_path} is damaged: field '{p}' names file "
                                f"{entry['file']!r}, not a .npy file in the dataset directory")
+    try:
+        frame_stack, source = int(m.get("frame_stack", 1)), dict(m.get("source", {}))
+        data_transformers = list(m.get("data_transformers", []))
+    except (TypeError, ValueError):
+        raise DatasetError(f"{manifest_path} is damaged: frame_stack, source or "
+                           "data_transformers has the wrong type") from None
     return DatasetInfo(
         env_name=m["env_name"], num_rows=rows, row_length=length, row_lengths=list(lengths),
         num_steps=m["num_steps"], num_episodes=m["num_episodes"],
-        data_transformers=list(m.get("data_transformers", [])),
-        frame_stack=int(m.get("frame_stack", 1)), source=dict(m.get("source", {})),
+        data_transformers=data_transformers, frame_stack=frame_stack, source=source,
         format_version=version, fields=fields, created=str(m.get("created", "")),
         alf_version=str(m.get("alf_version", "")), **specs)
 
@@ -265,8 +277,10 @@ def _read_npy(file: str, where: str, shape: Optional[tuple], dtype: np.dtype,
             major, _ = np.lib.format.read_magic(f)
             if major == 1:
                 hshape, fortran, hdtype = np.lib.format.read_array_header_1_0(f)
-            else:
+            elif major == 2:
                 hshape, fortran, hdtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f".npy format version {major} is not one alf writes")
             offset = f.tell()
     except (ValueError, OSError, EOFError, SyntaxError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -488,15 +502,16 @@ def write_dataset(path: str, steps: DatasetSteps, row_lengths: Sequence[int], en
         paths = writer._paths  # pylint: disable=protected-access
         for p, s, x in zip(paths, alf_nest.flatten(spec), leaves):
             _check_leaf(p, s, x, (num_rows, row_length))
-        valid = np.arange(row_length)[None, :] < lengths[:, None]  # [R, T]
+        last = leaves[paths.index("step_type")] == StepType.LAST  # [R, T]
+        padded = np.flatnonzero(lengths < row_length)
         for i, (array, x) in enumerate(zip(writer._arrays, leaves)):  # pylint: disable=protected-access
+            if not array.size:
+                continue
+            array[...] = x  # then fix up in place: no copy of a big field
             if i in writer._action_idx:  # pylint: disable=protected-access
-                last = leaves[paths.index("step_type")] == StepType.LAST
-                x = np.where(_expand(last, x.ndim), 0, x).astype(x.dtype)
-            if not np.all(valid):
-                x = np.where(_expand(valid, x.ndim), x, 0).astype(x.dtype)
-            if array.size:
-                array[...] = x
+                array[last] = 0
+            for r in padded:
+                array[r, lengths[r]:] = 0
         writer._lengths[:] = lengths  # pylint: disable=protected-access
         return writer.close()
 

@@ -287,3 +287,31 @@ def test_collect_noise_is_clipped_and_epsilon_replaces_actions(sac_run, tmp_path
     with torch.no_grad():
         greedy = algorithm.predict_step(TimeStep(observation=ds.steps.observation[0])).output
     assert not torch.any(torch.isclose(greedy[:, 0], ds.steps.action[0, :, 0]))
+
+
+def test_frame_stacked_run_exports_and_collects_raw_frames(tmp_path_factory, tmp_path, clean_gin):
+    """The buffer of a FrameStacker run stores the newest frame of each step: the export is
+    those raw frames; collect mode stacks only for acting and records raw frames too."""
+    import io
+    import gin
+    from alf.datasets.collect import collect_dataset
+    root = tmp_path_factory.mktemp("runs") / "stacked"
+    build_trainer(root, TINY_SAC + "FrameStacker.stack_size = 4\n"
+                  "TrainerConfig.data_transformer_ctor = [@FrameStacker]\n").run()
+    gin.clear_config()
+    state = _saved_buffer(str(root))
+    frames = state["storage"][state["fields"].index("time_step.observation")]
+    assert tuple(frames.shape[2:]) == (3,)  # one frame per step, not four
+    export_replay_buffer(str(root), str(tmp_path / "ds"))
+    ds = open_dataset(str(tmp_path / "ds"))
+    assert ds.info.frame_stack == 4
+    assert ds.info.data_transformers == [{"class": "FrameStacker", "stack_size": 4,
+                                          "stack_axis": 0, "fields": None}]
+    order = [p % 64 for p in range(86, 150)]
+    assert torch.equal(ds.steps.observation, frames[:, order])
+    gin.clear_config()
+    collect_dataset(str(tmp_path / "c"), 30, root_dir=str(root), num_envs=1,
+                    stream=io.StringIO())
+    c = open_dataset(str(tmp_path / "c"))
+    assert c.steps.observation.shape == (1, 30, 3) and c.info.frame_stack == 4
+    assert torch.all(c.steps.observation[0, :, :2].abs() <= 1.0)  # (cos, sin): raw frames

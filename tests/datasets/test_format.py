@@ -227,6 +227,11 @@ def _corrupt_json(path):
         f.write(text[:len(text) // 2])
 
 
+def _manifest(path):
+    with open(os.path.join(path, MANIFEST)) as f:
+        return json.load(f)
+
+
 def _set_manifest(path, **changes):
     m = json.loads(open(os.path.join(path, MANIFEST)).read())
     m.update(changes)
@@ -272,6 +277,15 @@ def _truncate(path, name, nbytes):
     (lambda p: _set_manifest(p, action_spec={"shape": [3], "dtype": "float32"}),
      r"ds/alf_dataset\.json is damaged: field 'action' is listed as float32\[2, 7, 2\] but its "
      r"spec and counts give float32\[2, 7, 3\]"),
+    (lambda p: _set_manifest(p, fields=dict(_manifest(p)["fields"], action=dict(
+        _manifest(p)["fields"]["action"], dtype="no-such-type"))),
+     r"ds/alf_dataset\.json is damaged: field 'action' is listed as no-such-type\[2, 7, 2\]"),
+    (lambda p: _set_manifest(p, frame_stack="four"),
+     r"ds/alf_dataset\.json is damaged: frame_stack, source or data_transformers has the "
+     r"wrong type"),
+    (lambda p: np.save(os.path.join(p, "episodes.npy"),
+                       np.array([[0, 0, 4, 1], [0, 4, 3, 0], [1, 0, 2, 0], [1, 2, 9, 1]])),
+     r"ds/episodes\.npy \(episode table\) is damaged: an episode lies outside the rows"),
     (lambda p: os.remove(os.path.join(p, MANIFEST)),
      r"ds is not an alf dataset \(a directory without alf_dataset\.json\); make one with "
      r"`python -m alf\.bin\.export_dataset"),
