@@ -171,3 +171,26 @@ def test_errors_are_one_line_with_exit_2(tmp_path, alf_cli, make_args, expected)
     _one_error_line(p, expected.format(t=tmp_path, run=run))
     assert not os.path.exists(tmp_path / "ds")
     assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
+def test_ctrl_c_during_collection_leaves_nothing(tmp_path, alf_cli):
+    import signal
+    out = tmp_path / "big"
+    p = alf_cli.start(PROGRAM, ["--conf=sac_pendulum.gin", "--policy=random", f"--out={out}",
+                                "--collect_steps=5000000", "--progress_interval_seconds=0.2"],
+                      tmp_path)
+    try:
+        line = p.stderr.readline()
+        while line and not line.startswith("[collect] steps "):
+            line = p.stderr.readline()
+        assert line.startswith("[collect] steps "), "no progress line"
+        assert os.listdir(tmp_path) == [f"big.tmp-{p.pid}"]  # staged, not published
+        p.send_signal(signal.SIGINT)
+        _, rest = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130
+    assert rest.strip().splitlines()[-1] == f"{PROGRAM}: interrupted."
+    assert os.listdir(tmp_path) == []
