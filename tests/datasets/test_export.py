@@ -315,3 +315,14 @@ def test_frame_stacked_run_exports_and_collects_raw_frames(tmp_path_factory, tmp
     c = open_dataset(str(tmp_path / "c"))
     assert c.steps.observation.shape == (1, 30, 3) and c.info.frame_stack == 4
     assert torch.all(c.steps.observation[0, :, :2].abs() <= 1.0)  # (cos, sin): raw frames
+
+
+def test_collect_sample_policy_is_stochastic_and_seeded(sac_run, tmp_path, clean_gin):
+    import io
+    from alf.datasets.collect import collect_dataset
+    for name, seed in (("a", 1), ("b", 1), ("c", 2)):
+        collect_dataset(str(tmp_path / name), 20, root_dir=sac_run, num_envs=1, policy="sample",
+                        seed=seed, stream=io.StringIO())
+    a, b, c = (open_dataset(str(tmp_path / n)).steps.action for n in "abc")
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.all(a.abs() <= 2.0)
