@@ -9,7 +9,7 @@ or run its trained policy for N env steps (collect mode; expert, medium or noisy
 
     python -m alf.bin.export_dataset --root_dir=runs/sac_pendulum --out=data/pendulum_expert \
         --collect_steps=10000 [--policy=greedy|sample|random] [--epsilon=E] [--noise_std=S] \
-        [--num_envs=K] [--seed=S]
+        [--num_envs=K] [--seed=S] [--checkpoint=ITERATION]
 
 or act uniformly at random in an example's env (no run needed)::
 
@@ -42,6 +42,8 @@ flags.DEFINE_float("noise_std", 0.0, "Collect mode: std of Gaussian noise added 
                    "actions (then clipped to the action bounds).")
 flags.DEFINE_integer("num_envs", None, "Collect mode: envs stepped together (default: the "
                      "run's create_environment.num_parallel_environments).")
+flags.DEFINE_integer("checkpoint", None, "Collect mode: act with the checkpoint of this "
+                     "iteration instead of the newest (e.g. a medium-level policy).")
 flags.DEFINE_integer("seed", 0, "Collect mode: seed of the envs and of every random choice.")
 flags.DEFINE_float("progress_interval_seconds", 5.0,
                    "Collect mode: seconds between progress lines on stderr; 0: none.")
@@ -51,7 +53,7 @@ flags.DEFINE_bool("debug", False, "Show full tracebacks.")
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.export_dataset"
-_COLLECT_ONLY = ("policy", "epsilon", "noise_std", "num_envs", "seed", "conf")
+_COLLECT_ONLY = ("policy", "epsilon", "noise_std", "num_envs", "seed", "conf", "checkpoint")
 
 
 def _main() -> int:
@@ -79,7 +81,8 @@ def _main() -> int:
                     conf_params=FLAGS.conf_param, policy=FLAGS.policy, epsilon=FLAGS.epsilon,
                     noise_std=FLAGS.noise_std, num_envs=FLAGS.num_envs, seed=FLAGS.seed,
                     overwrite=FLAGS.overwrite,
-                    progress_interval=FLAGS.progress_interval_seconds)
+                    progress_interval=FLAGS.progress_interval_seconds,
+                    checkpoint=FLAGS.checkpoint)
     return 0
 
 

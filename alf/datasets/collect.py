@@ -55,15 +55,27 @@ def check_collect_args(collect_steps: int, policy: str, epsilon: float, noise_st
                           "(--conf works only with --policy=random)")
 
 
-def _load_policy(root_dir: str, config: Any, specs: Any):
-    """The run's algorithm (player role) with its newest checkpoint loaded."""
+def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int] = None):
+    """The run's algorithm (player role) with its newest checkpoint (or the one of
+    ``iteration``) loaded."""
+    import torch as _torch
     from alf.experiment import build_algorithm
     from alf.trainers.checkpointer import Checkpointer
     from alf.trainers.experiment_signature import load_algorithm_state
     from alf.utils.run_context import RunContext
     algorithm = build_algorithm(config, specs, "player", RunContext())
     ckpt_dir = os.path.join(root_dir, "train")
-    found = Checkpointer(ckpt_dir).load_latest()
+    checkpointer = Checkpointer(ckpt_dir)
+    if iteration is None:
+        found = checkpointer.load_latest()
+    else:
+        paths = dict(checkpointer.list_checkpoints())
+        if iteration not in paths:
+            have = ", ".join(f"{i:,}" for i in sorted(paths)) or "none"
+            raise CheckpointError(f"--checkpoint={iteration}: {ckpt_dir} has no checkpoint of "
+                                  f"iteration {iteration:,} (it has: {have})")
+        found = (iteration, _torch.load(paths[iteration], map_location="cpu",
+                                        weights_only=True), None)
     if found is None:
         raise CheckpointError(f"no checkpoint in {ckpt_dir}: train first (python -m "
                               f"alf.bin.train --root_dir={root_dir} ...), or use "
@@ -168,14 +180,16 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
                     conf: Optional[str] = None, conf_params: Sequence[str] = (),
                     policy: str = "greedy", epsilon: float = 0.0, noise_std: float = 0.0,
                     num_envs: Optional[int] = None, seed: int = 0, overwrite: bool = False,
-                    progress_interval: float = 5.0,
+                    progress_interval: float = 5.0, checkpoint: Optional[int] = None,
                     stream: TextIO = sys.stderr) -> DatasetInfo:
     """Run a policy for ``collect_steps`` env steps (in total over ``num_envs`` envs; default:
     the config's ``create_environment.num_parallel_environments``) and write them to the
     dataset ``out``. ``policy``: ``"greedy"`` (``predict_step``), ``"sample"``
     (``rollout_step``) or ``"random"`` (uniform over the action spec; no checkpoint needed,
     so ``conf`` may name a gin file instead of a run). ``seed`` seeds the envs and every
-    random choice. Progress goes to ``stream``. Returns the written manifest."""
+    random choice. ``checkpoint``: the iteration of the checkpoint to act with (default:
+    the newest; e.g. an earlier one for a "medium" dataset). Progress goes to ``stream``.
+    Returns the written manifest."""
     from alf.algorithms.data_transformers import create_data_transformer
     from alf.environments import create_environment
     from alf.experiment import EnvSpecs
@@ -207,7 +221,8 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
         algorithm, source = None, {"kind": "collect", "policy": policy, "epsilon": epsilon,
                                    "noise_std": noise_std, "num_envs": k, "seed": seed}
         if policy != "random":
-            algorithm, iteration, steps = _load_policy(root_dir, config, EnvSpecs.of(env))
+            algorithm, iteration, steps = _load_policy(root_dir, config, EnvSpecs.of(env),
+                                                       checkpoint)
             transformer = algorithm.data_transformer
             source.update(root_dir=root_dir, iteration=iteration, trained_env_steps=steps)
         else:

@@ -194,3 +194,18 @@ def test_ctrl_c_during_collection_leaves_nothing(tmp_path, alf_cli):
     assert p.returncode == 130
     assert rest.strip().splitlines()[-1] == f"{PROGRAM}: interrupted."
     assert os.listdir(tmp_path) == []
+
+
+def test_collect_with_a_chosen_checkpoint(sac_run, tmp_path, alf_cli):
+    """--checkpoint picks the iteration to act with (medium datasets); an absent one is one
+    line listing those there are."""
+    p = alf_cli.run(PROGRAM, [f"--root_dir={sac_run}", f"--out={tmp_path / 'bad'}",
+                              "--collect_steps=10", "--checkpoint=7"], tmp_path)
+    _one_error_line(p, f"--checkpoint=7: {os.path.join(sac_run, 'train')} has no checkpoint "
+                       "of iteration 7 (it has: 150)")
+    assert not (tmp_path / "bad").exists()
+    out = tmp_path / "ds"
+    p = alf_cli.run(PROGRAM, [f"--root_dir={sac_run}", f"--out={out}", "--collect_steps=10",
+                              "--checkpoint=150"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert _manifest(out)["source"]["iteration"] == 150
