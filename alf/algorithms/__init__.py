@@ -6,4 +6,4 @@ V-trace algorithms and the offline learners are imported here so that gin finds
 ``IqlAlgorithm`` whenever any algorithm module is loaded.
 """
 from alf.algorithms import appo_algorithm, impala_algorithm  # noqa: F401
-from alf.algorithms import bc_algorithm  # noqa: F401
+from alf.algorithms import bc_algorithm, iql_algorithm  # noqa: F401
