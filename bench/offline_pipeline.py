@@ -11,7 +11,8 @@ Pendulum (the BC and IQL bars of issue 11):
    dataset of 10,000 steps;
 3. BC on the expert dataset; BC and IQL on expert + random (``offline_buffer_dir``
    given both datasets);
-4. every policy evaluated greedily over 20 episodes (the final evaluation).
+4. the expert and every trained policy evaluated greedily on the same 20 episodes
+   (a freshly seeded 4-env evaluation env each: the same initial states).
 
 HalfCheetah: a "medium" dataset of 100,000 steps collected with the stochastic
 policy of a SAC checkpoint at about a third of that run's final return
@@ -69,6 +70,26 @@ def collect(out: str, steps: int, policy: str, source: List[str], extra: List[st
     run(cmd, out + ".log")
 
 
+def eval_policy(root_dir: str, episodes: int, seed: int = 12345, num_envs: int = 4) -> float:
+    """Average greedy return of a run's newest checkpoint over ``episodes`` episodes of a
+    freshly seeded env: every policy is scored on the same episodes (initial states)."""
+    import alf
+    from alf.datasets.collect import _load_policy
+    from alf.environments import create_environment
+    from alf.experiment import EnvSpecs
+    from alf.trainers.evaluator import evaluate
+    from alf.trainers.trainer_config import TrainerConfig
+    alf.config.parse_config(os.path.join(root_dir, "config.gin"))
+    config = TrainerConfig()
+    env = create_environment(num_parallel_environments=num_envs, seed=seed)
+    try:
+        algorithm, _, _ = _load_policy(root_dir, config, EnvSpecs.of(env))
+        results = evaluate(algorithm, env, algorithm.data_transformer, episodes)
+    finally:
+        env.close()
+    return float(np.mean([r for r, _ in results]))
+
+
 def dataset_return(path: str) -> float:
     """Average return of the complete episodes of a dataset."""
     from alf.datasets.format import open_dataset
@@ -89,15 +110,18 @@ def pendulum(args) -> dict:
     mixed = f"['{expert}', '{rand}']"
     res = {"expert_dataset_return": dataset_return(expert),
            "random_dataset_return": dataset_return(rand)}
+    res["expert_eval"] = eval_policy(sac, 20)
     for name, conf, ds in (("bc_expert", "bc_pendulum.gin", f"'{expert}'"),
                            ("bc_mixed", "bc_pendulum.gin", mixed),
                            ("iql_mixed", "iql_pendulum.gin", mixed)):
-        res[name] = train(conf, os.path.join(root, name),
-                          [f"TrainerConfig.offline_buffer_dir={ds}"] + args.threads)
-    e = res["expert_dataset_return"]
-    print(f"\n| policy | eval return (20 episodes) | vs expert |\n|---|---|---|")
-    print(f"| expert dataset (SAC greedy) | {e:.1f} | 1.00 |")
-    print(f"| random dataset | {res['random_dataset_return']:.1f} | |")
+        res[name + "_train_log"] = train(conf, os.path.join(root, name),
+                                         [f"TrainerConfig.offline_buffer_dir={ds}"] + args.threads)
+        res[name] = eval_policy(os.path.join(root, name), 20)
+    e = res["expert_eval"]
+    print(f"\n| policy | return, same 20 episodes | expert / policy |\n|---|---|---|")
+    print(f"| expert (SAC greedy) | {e:.1f} | 1.00 |")
+    print(f"| (expert dataset: episode average) | {res['expert_dataset_return']:.1f} | |")
+    print(f"| (random dataset: episode average) | {res['random_dataset_return']:.1f} | |")
     for k in ("bc_expert", "bc_mixed", "iql_mixed"):
         print(f"| {k} | {res[k]:.1f} | {e / res[k]:.2f} |")
     return res
@@ -114,8 +138,10 @@ def halfcheetah(args) -> dict:
     collect(medium, 100000, "sample", source, ["--num_envs=4", "--seed=1"])
     res = {"medium_dataset_return": dataset_return(medium)}
     for name, conf in (("bc_hc", "bc_halfcheetah.gin"), ("iql_hc", "iql_halfcheetah.gin")):
-        res[name] = train(conf, os.path.join(root, name),
-                          [f"TrainerConfig.offline_buffer_dir='{medium}'"] + args.threads)
+        res[name + "_train_log"] = train(conf, os.path.join(root, name),
+                                         [f"TrainerConfig.offline_buffer_dir='{medium}'"]
+                                         + args.threads)
+        res[name] = eval_policy(os.path.join(root, name), 10)
     d = res["medium_dataset_return"]
     print(f"\n| policy | eval return | vs dataset |\n|---|---|---|")
     print(f"| medium dataset (SAC @ {args.checkpoint}) | {d:.1f} | 1.00 |")
