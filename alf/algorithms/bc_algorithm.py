@@ -20,11 +20,12 @@ Losses per row ``[B]``:
   bounds by ``nll_action_margin`` (a squashed Gaussian has no density *at* a
   bound, where expert actions often saturate).
 
-``mse`` is the default because it cloned the expert Pendulum agent better
-(saturated ``+-2`` torques are reproduced exactly by a saturated ``tanh``,
-while the likelihood spends its capacity on the spread of the data); the
-figures are in ``docs/offline.md``. ``nll`` learns a calibrated std as well,
-for sampling in ``rollout_step``; with ``mse`` the std keeps its initial value.
+``mse`` is the default: on 10k greedy transitions of a converged SAC Pendulum agent
+(10k updates of batch 256, the same 20 evaluation episodes) both losses cloned
+the expert to within 2% of its return (expert -145.6, mse -146.7, nll -148.0),
+and mse needs no log-density (none exists at the bounds, where experts often
+saturate) and no std. ``nll`` also learns a calibrated std, for sampling in
+``rollout_step``; with ``mse`` the std keeps its initial value.
 """
 import math
 from functools import partial

@@ -20,6 +20,11 @@ ReLU networks, Adam with lr 3e-4 for the actor, critics and value, batch 256,
 gamma 0.99, target tau 0.005, expectile 0.7, temperature ``beta = 3.0``,
 weights clipped at 100, the actor lr cosine-decayed to 0 over training. The
 paper's AntMaze settings are expectile 0.9, beta 10.0; Kitchen/Adroit 0.7, 0.5.
+``beta`` multiplies a difference of Q values, so it assumes the paper's reward
+scale: for locomotion it multiplies the rewards by ``1000 / (max - min)`` of the
+dataset's episode returns (``Dataset.episode_returns()``); do the same with the
+``RewardScaling`` data transformer (``RewardScaling.scale``), or the weights
+saturate at ``max_weight`` / vanish and the policy degrades to BC / noise.
 
 The actor, as in the paper's code, is a Gaussian with a state-independent
 log-std (clipped to ``[-5, 2]``) whose *mean* is squashed by ``tanh`` onto
