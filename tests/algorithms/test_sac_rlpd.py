@@ -8,13 +8,13 @@ import torch
 from torch import nn
 
 from alf.algorithms.sac_algorithm import SacAlgorithm
+from alf.data_structures import Experience, StepType, TimeStep
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, CriticNetwork, NormalProjectionNetwork, QNetwork
 from alf.networks.ensemble_layers import EnsembleLayerNorm, EnsembleMLP
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 from alf.utils.optimizers import SGD
 from alf.utils.run_context import RunContext
-from tests.algorithms.test_sac import _experience as sac_experience
 
 OBS = TensorSpec((3,))
 BOX = BoundedTensorSpec((2,), torch.float32, [-1.0, -2.0], [1.0, 2.0])
@@ -38,9 +38,24 @@ def _sac(num_critics=5, layer_norm=False, action_spec=BOX, **kwargs):
                         alpha_optimizer=SGD(lr=0.0), context=RunContext(), **kwargs)
 
 
-def _experience(action_spec=BOX):
-    """test_sac's ``[B, 2]`` sequences (a termination and a truncation among them)."""
-    return sac_experience(action_spec)
+def _experience(action_spec=BOX, batch=5):
+    """``[B, 2]`` sequences; row 1 ends in a termination (discount 0), row 3 in a
+    truncation (LAST with discount 1: bootstraps)."""
+    g = torch.Generator().manual_seed(1)
+    step_type = torch.full((batch, 2), int(StepType.MID), dtype=torch.int32)
+    step_type[1, 1] = StepType.LAST
+    step_type[3, 1] = StepType.LAST
+    discount = torch.ones(batch, 2)
+    discount[1, 1] = 0.0
+    if action_spec.is_discrete():
+        action = torch.randint(1, 4, (batch, 2), generator=g)
+    else:
+        action = (torch.rand(batch, 2, 2, generator=g) * 2 - 1) * torch.tensor([1.0, 2.0])
+    ts = TimeStep(step_type=step_type, reward=torch.randn(batch, 2, generator=g),
+                  discount=discount, observation=torch.randn(batch, 2, 3, generator=g),
+                  prev_action=torch.zeros_like(action),
+                  env_id=torch.zeros(batch, 2, dtype=torch.int64), env_info={})
+    return Experience(time_step=ts, action=action, rollout_info=(), state=())
 
 
 def _set_constant_target_critics(alg, values):
