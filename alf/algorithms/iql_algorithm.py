@@ -34,13 +34,14 @@ works: dataset actions are then pulled inside the bounds by
 ``nll_action_margin`` before their log-probability is taken.
 
 Speed: the three losses are computed from the same parameters and minimised by
-one backward pass (``d3rlpy`` does the same in two passes; the paper's code
-updates V first and feeds the new V to the other two losses, a one-step lag
-that makes no measurable difference). Each network runs once per update: the
-target critics once on ``(s, a)`` (for the value loss and the advantage), V
-once on ``s`` and once, without autograd, on ``s'``; the twin critics are one
-batched :class:`~alf.networks.critic_networks.CriticNetwork` ensemble. Nothing
-syncs with the host.
+one backward pass. (The paper's code updates V first and computes the actor and
+critic losses with the updated V, d3rlpy uses the updated V for the actor; here
+all three read V as it was before this step: V lags by one gradient step.) Each
+network runs once per update: the target critics once on ``(s, a)`` (for the
+value loss and the advantage), V once on ``s`` and once, without autograd, on
+``s'``; the twin critics are one batched
+:class:`~alf.networks.critic_networks.CriticNetwork` ensemble. Nothing syncs
+with the host.
 """
 import math
 from functools import partial
