@@ -52,12 +52,14 @@ def run(cmd: List[str], log: str) -> str:
 def train(conf: str, root_dir: str, params: List[str]) -> Optional[float]:
     """Train (unless ``root_dir`` holds a finished run) and return the final evaluation."""
     log = root_dir + ".log"
-    if not (os.path.isdir(os.path.join(root_dir, "train")) and os.path.exists(log)):
+    done = root_dir + ".done"
+    if not os.path.exists(done):
         shutil.rmtree(root_dir, ignore_errors=True)
         cmd = [sys.executable, "-m", "alf.bin.train", f"--conf={conf}", f"--root_dir={root_dir}"]
         for p in params:
             cmd += ["--conf_param", p]
         run(cmd, log)
+        open(done, "w").close()
     evals = EVAL_LINE.findall(open(log).read())
     return float(evals[-1][1]) if evals else None
 
