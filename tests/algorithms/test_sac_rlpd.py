@@ -284,3 +284,24 @@ def test_discrete_subset_target(monkeypatch):
 def test_bad_rlpd_settings_are_named(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         _sac(num_critics=5, **kwargs)
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_in_place_hidden_relu_gives_the_same_values_and_grads(layer_norm):
+    """EnsembleMLP applies relu in place on its fresh pre-activations: nothing changes."""
+    torch.manual_seed(0)
+    fast = EnsembleMLP(5, (7, 6), 3, output_size=1, use_layer_norm=layer_norm)
+    slow = EnsembleMLP(5, (7, 6), 3, output_size=1, use_layer_norm=layer_norm)
+    slow.load_state_dict(fast.state_dict())
+    assert fast._hidden_activation is torch.relu_
+    slow._hidden_activation = torch.relu  # the out-of-place reference
+    x = torch.randn(9, 5)
+    yf, ys = fast(x), slow(x)
+    assert torch.equal(yf, ys)
+    yf.square().sum().backward()
+    ys.square().sum().backward()
+    for a, b in zip(fast.parameters(), slow.parameters()):
+        assert torch.equal(a.grad, b.grad)
+    index = torch.tensor([2, 0])
+    assert torch.equal(fast.forward_members(x, index), ys[index].detach())
+    assert torch.equal(fast.forward_member(x, 1), ys[1].detach())
