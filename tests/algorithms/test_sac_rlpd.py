@@ -27,6 +27,15 @@ squashed_actor = functools.partial(
                                                      scale_distribution=True))
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny nets: one intra-op thread is much faster than two on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _sac(num_critics=5, layer_norm=False, action_spec=BOX, **kwargs):
     torch.manual_seed(0)
     critic = functools.partial(CriticNetwork, fc_layer_params=(8, 8), use_layer_norm=layer_norm)
