@@ -18,6 +18,9 @@ HalfCheetah: a "medium" dataset of 100,000 steps collected with the stochastic
 policy of a SAC checkpoint at about a third of that run's final return
 (``--checkpoint``: the iteration), then BC and IQL on it, evaluated over 10 episodes.
 
+IQL's rewards are scaled by ``1000 / (max - min)`` of the datasets' episode returns, the
+paper's normalisation for locomotion (the scale goes into the run's config).
+
 Each step is skipped when its output exists, so an interrupted pipeline resumes.
 Results go to ``bench/results/offline_<env>.json`` and a markdown table to stdout.
 """
@@ -92,12 +95,27 @@ def eval_policy(root_dir: str, episodes: int, seed: int = 12345, num_envs: int =
     return float(np.mean([r for r, _ in results]))
 
 
+def _complete_returns(paths: List[str]) -> np.ndarray:
+    from alf.datasets.format import open_dataset
+    out = []
+    for path in paths:
+        ds = open_dataset(path)
+        out.append(ds.episode_returns()[ds.episodes()[:, 3] == 1])
+    return np.concatenate(out)
+
+
 def dataset_return(path: str) -> float:
     """Average return of the complete episodes of a dataset."""
-    from alf.datasets.format import open_dataset
-    ds = open_dataset(path)
-    complete = ds.episodes()[:, 3] == 1
-    return float(np.mean(ds.episode_returns()[complete]))
+    return float(np.mean(_complete_returns([path])))
+
+
+def iql_reward_scale(paths: List[str]) -> List[str]:
+    """IQL's locomotion reward normalisation (Kostrikov et al. 2021, appendix): rewards
+    times ``1000 / (max - min)`` of the datasets' episode returns, as gin bindings."""
+    returns = _complete_returns(paths)
+    scale = 1000.0 / float(returns.max() - returns.min())
+    return ["TrainerConfig.data_transformer_ctor=@RewardScaling",
+            f"RewardScaling.scale={scale:.6g}"]
 
 
 def pendulum(args) -> dict:
@@ -116,8 +134,10 @@ def pendulum(args) -> dict:
     for name, conf, ds in (("bc_expert", "bc_pendulum.gin", f"'{expert}'"),
                            ("bc_mixed", "bc_pendulum.gin", mixed),
                            ("iql_mixed", "iql_pendulum.gin", mixed)):
+        scale = iql_reward_scale([expert, rand]) if name.startswith("iql") else []
         res[name + "_train_log"] = train(conf, os.path.join(root, name),
-                                         [f"TrainerConfig.offline_buffer_dir={ds}"] + args.threads)
+                                         [f"TrainerConfig.offline_buffer_dir={ds}"] + scale
+                                         + args.threads)
         res[name] = eval_policy(os.path.join(root, name), 20)
     e = res["expert_eval"]
     print(f"\n| policy | return, same 20 episodes | expert / policy |\n|---|---|---|")
@@ -140,9 +160,10 @@ def halfcheetah(args) -> dict:
     collect(medium, 100000, "sample", source, ["--num_envs=4", "--seed=1"])
     res = {"medium_dataset_return": dataset_return(medium)}
     for name, conf in (("bc_hc", "bc_halfcheetah.gin"), ("iql_hc", "iql_halfcheetah.gin")):
+        scale = iql_reward_scale([medium]) if name.startswith("iql") else []
         res[name + "_train_log"] = train(conf, os.path.join(root, name),
                                          [f"TrainerConfig.offline_buffer_dir='{medium}'"]
-                                         + args.threads)
+                                         + scale + args.threads)
         res[name] = eval_policy(os.path.join(root, name), 10)
     d = res["medium_dataset_return"]
     print(f"\n| policy | eval return | vs dataset |\n|---|---|---|")
