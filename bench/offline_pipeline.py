@@ -18,8 +18,9 @@ HalfCheetah: a "medium" dataset of 100,000 steps collected with the stochastic
 policy of a SAC checkpoint at about a third of that run's final return
 (``--checkpoint``: the iteration), then BC and IQL on it, evaluated over 10 episodes.
 
-IQL's rewards are scaled by ``1000 / (max - min)`` of the datasets' episode returns, the
-paper's normalisation for locomotion (the scale goes into the run's config).
+HalfCheetah IQL's rewards are scaled by ``1000 / (max - min)`` of the dataset's episode
+returns, the paper's normalisation for its locomotion tasks (the scale goes into the run's
+config; Pendulum's rewards are used as they are).
 
 Each step is skipped when its output exists, so an interrupted pipeline resumes.
 Results go to ``bench/results/offline_<env>.json`` and a markdown table to stdout.
@@ -134,10 +135,8 @@ def pendulum(args) -> dict:
     for name, conf, ds in (("bc_expert", "bc_pendulum.gin", f"'{expert}'"),
                            ("bc_mixed", "bc_pendulum.gin", mixed),
                            ("iql_mixed", "iql_pendulum.gin", mixed)):
-        scale = iql_reward_scale([expert, rand]) if name.startswith("iql") else []
         res[name + "_train_log"] = train(conf, os.path.join(root, name),
-                                         [f"TrainerConfig.offline_buffer_dir={ds}"] + scale
-                                         + args.threads)
+                                         [f"TrainerConfig.offline_buffer_dir={ds}"] + args.threads)
         res[name] = eval_policy(os.path.join(root, name), 20)
     e = res["expert_eval"]
     print(f"\n| policy | return, same 20 episodes | expert / policy |\n|---|---|---|")
