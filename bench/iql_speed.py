@@ -201,7 +201,6 @@ def alf_worker(args) -> dict:
 
 def d3rlpy_worker(args) -> dict:
     """d3rlpy IQL on an MDPDataset of the same transitions; time fitter's loop body."""
-    import numpy as np
     import torch
     import d3rlpy
 
