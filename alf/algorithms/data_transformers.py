@@ -108,6 +108,12 @@ class DataTransformer(nn.Module):
             f"{type(self).__name__} does not define transform_replay(), so it cannot be "
             "applied to offline (raw) data; implement it or train without an offline dataset")
 
+    def observe_dataset(self, time_step: TimeStep) -> None:
+        """Fold a chunk of an offline dataset's RAW steps (any batch dims) into this
+        transformer's statistics before offline/hybrid training starts, as d3rlpy fits
+        its observation scaler on the dataset: without it a pure offline run, which
+        steps no env, would normalise with the initial statistics. Default: nothing."""
+
     # ------------------------------------------------- learner-owned statistics
     @property
     def statistics_frozen(self) -> bool:
@@ -199,6 +205,11 @@ class SequentialDataTransformer(DataTransformer):
             time_step = member.transform_replay(time_step)
         return time_step
 
+    def observe_dataset(self, time_step: TimeStep) -> None:
+        for member in self.members:  # each member sees what it would see in training
+            member.observe_dataset(time_step)
+            time_step = member.transform_replay(time_step)
+
     def pop_statistics(self) -> Statistics:
         """``{str(member index): member.pop_statistics()}`` for members with statistics."""
         out = {}
@@ -252,6 +263,9 @@ class ObservationNormalizer(DataTransformer):
 
     def transform_replay(self, time_step: TimeStep) -> TimeStep:
         return time_step._replace(observation=self.normalizer.normalize(time_step.observation))
+
+    def observe_dataset(self, time_step: TimeStep) -> None:
+        self.normalizer.update(time_step.observation)
 
     def pop_statistics(self) -> Statistics:
         return self.normalizer.pop_pending()

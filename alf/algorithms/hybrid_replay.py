@@ -156,10 +156,25 @@ def build_offline_buffer(algorithm: Any, experience_spec: Experience, raw_time_s
                 "with an algorithm whose train_step recomputes from observations")
     _check_offline_transformer(algorithm.data_transformer)
     cfg = algorithm.config
-    return load_offline_buffer(
+    buffer = load_offline_buffer(
         dataset_paths(cfg.offline_buffer_dir), algorithm.data_transformer.observation_spec,
         algorithm.action_spec, raw_time_step_spec.reward, env_name=env_name,
         capacity=cfg.offline_buffer_length, device=algorithm.device)
+    fit_transformer_to_dataset(algorithm.data_transformer, buffer)
+    return buffer
+
+
+def fit_transformer_to_dataset(transformer: Any, buffer: Any, chunk: int = 65536) -> None:
+    """Show every stored step of the offline ``buffer`` to ``transformer.observe_dataset``
+    (observation normalisers fit their statistics to the data), ``chunk`` steps at a time.
+    A checkpoint restored afterwards overwrites these statistics with its own."""
+    storage = buffer._storage
+    filled = buffer.current_pos().clamp(max=buffer.max_length).tolist()
+    for row, n in enumerate(filled):
+        for start in range(0, n, chunk):
+            part = alf_nest.map_structure(lambda x: x[row, start:min(n, start + chunk)],
+                                          storage.time_step)
+            transformer.observe_dataset(part)
 
 
 def _check_offline_transformer(transformer: Any) -> None:

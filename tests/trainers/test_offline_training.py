@@ -309,3 +309,20 @@ def test_the_custom_dataset_snippet_of_docs_offline_md_runs(tmp_path, monkeypatc
     ds = open_dataset(str(tmp_path / "data" / "mine"))
     assert ds.info.num_rows == 4 and ds.info.row_lengths == [1000] * 4
     assert ds.info.num_episodes == 4 * 4  # 201 steps per episode (FIRST + 200): 4 per row
+
+
+def test_observation_normalizer_is_fitted_to_the_dataset(pendulum_dataset, tmp_path):
+    """Pure offline runs step no env: the normaliser's statistics come from the dataset."""
+    trainer = _hybrid_trainer(tmp_path, pendulum_dataset, unroll_length=0, num_env_steps=0,
+                              num_iterations=1, mini_batch_size=32,
+                              data_transformer_ctor="@ObservationNormalizer")
+    try:
+        obs = open_dataset(pendulum_dataset).steps.observation.reshape(-1, 3).double()
+        stats = trainer.algorithm.data_transformer.normalizer.moments()[""]
+        assert torch.allclose(stats["mean"].double(), obs.mean(0), atol=1e-5)
+        assert torch.allclose(stats["var"].double(), obs.var(0, unbiased=False), rtol=1e-4)
+        batch = trainer.algorithm.sample_replay(256, 1, trainer.algorithm.offline_buffer)
+        normalised = batch.time_step.observation[:, 0]
+        assert normalised.mean(0).abs().max() < 0.25  # normalised with the dataset's moments
+    finally:
+        trainer.close()
