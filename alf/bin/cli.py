@@ -191,7 +191,12 @@ def setup_logging() -> None:
 
 
 def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = False) -> int:
-    """Run ``main`` and map failures to exit codes (2 = user error, 130 = Ctrl-C)."""
+    """Run ``main`` and map failures to exit codes (2 = user error, 130 = Ctrl-C).
+
+    SIGINT gets Python's KeyboardInterrupt handler even when this process inherited it
+    ignored (a ``&`` job of a non-interactive shell does), so ``kill -INT`` stops every
+    alf command the same way, not only training (whose guard installs its own)."""
+    _interrupts_raise()
     try:
         return main() or 0
     except UserError as e:
@@ -217,6 +222,13 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
             raise
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _interrupts_raise() -> None:
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _ignore_further_interrupts() -> None:

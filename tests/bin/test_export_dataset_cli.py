@@ -209,3 +209,25 @@ def test_collect_with_a_chosen_checkpoint(sac_run, tmp_path, alf_cli):
                               "--checkpoint=150"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert _manifest(out)["source"]["iteration"] == 150
+
+
+def test_ctrl_c_works_when_sigint_was_inherited_ignored(tmp_path, alf_cli):
+    """A `&` job of a non-interactive shell starts with SIGINT ignored; `kill -INT` must
+    still stop a collection cleanly (exit 130, nothing left)."""
+    import signal
+    out = tmp_path / "big"
+    p = alf_cli.start(PROGRAM, ["--conf=sac_pendulum.gin", "--policy=random", f"--out={out}",
+                                "--collect_steps=5000000", "--progress_interval_seconds=0.2"],
+                      tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        line = p.stderr.readline()
+        while line and not line.startswith("[collect] steps "):
+            line = p.stderr.readline()
+        p.send_signal(signal.SIGINT)
+        _, rest = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130
+    assert os.listdir(tmp_path) == []
