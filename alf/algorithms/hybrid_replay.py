@@ -29,7 +29,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import BatchInfo, Experience
-from alf.errors import ConfigError
+from alf.errors import ConfigError, UserError
 
 
 class MixedBatchSource(NamedTuple):
@@ -160,6 +160,13 @@ def build_offline_buffer(algorithm: Any, experience_spec: Experience, raw_time_s
         dataset_paths(cfg.offline_buffer_dir), algorithm.data_transformer.observation_spec,
         algorithm.action_spec, raw_time_step_spec.reward, env_name=env_name,
         capacity=cfg.offline_buffer_length, device=algorithm.device)
+    length = algorithm.replay_sequence_length()
+    if int((buffer.current_size() - length + 1).clamp(min=0).sum()) == 0:
+        raise UserError(
+            f"the offline dataset(s) {', '.join(dataset_paths(cfg.offline_buffer_dir))} have no "
+            f"row of {length} steps (longest: {int(buffer.current_size().max())}), the "
+            f"sequence length {name} samples (n_step + 1): use longer datasets or a smaller "
+            "n_step")
     fit_transformer_to_dataset(algorithm.data_transformer, buffer)
     return buffer
 

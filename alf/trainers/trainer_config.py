@@ -263,9 +263,15 @@ class TrainerConfig:
         if not all(isinstance(p, str) and p for p in paths):
             raise ConfigError("TrainerConfig.offline_buffer_dir must be a dataset path or a list "
                               f"of them, got {self.offline_buffer_dir!r}")
+        if self.async_unroll and self.unroll_length == 0:
+            raise ConfigError("TrainerConfig.offline_buffer_dir with async_unroll=True and "
+                              "unroll_length=0: pure offline training steps no env, so it needs "
+                              "no async unroller; set async_unroll=False (pure offline) or "
+                              "unroll_length > 0 (hybrid)")
         if self.offline_only and self.num_env_steps > 0:
             raise ConfigError("TrainerConfig.num_env_steps cannot end pure offline training "
-                              "(unroll_length=0 steps no env): set TrainerConfig.num_iterations")
+                              "(unroll_length=0 steps no env): set TrainerConfig.num_env_steps=0 "
+                              "and TrainerConfig.num_iterations")
         if self.offline_buffer_length is not None and int(self.offline_buffer_length) < 1:
             raise ConfigError("TrainerConfig.offline_buffer_length must be >= 1 (or None)")
         if not callable(self.offline_fraction) and not 0.0 <= float(self.offline_fraction) <= 1.0:

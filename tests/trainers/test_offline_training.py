@@ -326,3 +326,25 @@ def test_observation_normalizer_is_fitted_to_the_dataset(pendulum_dataset, tmp_p
         assert normalised.mean(0).abs().max() < 0.25  # normalised with the dataset's moments
     finally:
         trainer.close()
+
+
+def test_offline_config_errors_name_the_fix(pendulum_dataset):
+    from alf.algorithms.sac_algorithm import SacAlgorithm
+    from alf.errors import ConfigError
+    from alf.trainers.trainer_config import TrainerConfig
+    with pytest.raises(ConfigError, match="set TrainerConfig.num_env_steps=0 and "
+                                          "TrainerConfig.num_iterations"):
+        TrainerConfig(algorithm_ctor=SacAlgorithm, offline_buffer_dir=pendulum_dataset,
+                      unroll_length=0, num_env_steps=1000)
+    with pytest.raises(ConfigError, match="needs no async unroller"):
+        TrainerConfig(algorithm_ctor=SacAlgorithm, offline_buffer_dir=pendulum_dataset,
+                      unroll_length=0, num_iterations=5, async_unroll=True,
+                      max_unroll_length=8)
+
+
+def test_dataset_shorter_than_a_sampled_sequence_is_one_line(tmp_path):
+    short = make_random_dataset(tmp_path / "short", steps_per_row=3, num_rows=1)
+    with pytest.raises(UserError) as e:
+        _hybrid_trainer(tmp_path, short, unroll_length=0, num_env_steps=0, num_iterations=1,
+                        extra=["SacAlgorithm.n_step=3"])
+    assert "no row of 4 steps (longest: 3)" in str(e.value) and "\n" not in str(e.value)
