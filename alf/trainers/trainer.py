@@ -416,9 +416,12 @@ class Trainer:
         target = (f"/{cfg.num_env_steps:,}" if cfg.num_env_steps else "")
         iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
         ret = metrics.average_return()
+        hybrid = ""
+        if self._algorithm.offline_buffer is not None:  # hybrid: updates count too (the
+            hybrid = f" | updates {ctx.num_updates:,}"  # offline phase steps no env)
         return (f"[alf] iter {ctx.iteration:,}{iters} | env steps {ctx.env_steps:,}{target} | "
                 f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,}"
-                f"{self._unroller_progress()} | {elapsed:.1f}s")
+                f"{hybrid}{self._unroller_progress()} | {elapsed:.1f}s")
 
     def _unroller_progress(self) -> str:
         text = getattr(self._unroller, "progress_text", None)
