@@ -37,6 +37,24 @@ TrainerConfig.mini_batch_size = 8
 TrainerConfig.num_updates_per_train_iter = 2
 """
 
+# Tiny SAC on Pendulum with its replay buffer saved: 2 envs x 150 steps into a 64-step
+# ring (wrapped), 20-step episodes, few gradient updates (dataset export tests).
+TINY_SAC = """
+include 'sac_pendulum.gin'
+create_environment.num_parallel_environments = 2
+create_environment.max_episode_steps = 20
+ActorDistributionNetwork.fc_layer_params = (8,)
+CriticNetwork.fc_layer_params = (8,)
+TrainerConfig.num_env_steps = 300
+TrainerConfig.initial_collect_steps = 260
+TrainerConfig.num_threads = 1
+TrainerConfig.mini_batch_size = 16
+TrainerConfig.replay_buffer_length = 64
+TrainerConfig.save_replay_buffer = True
+TrainerConfig.summary_interval = 1000
+TrainerConfig.checkpoint_interval = 1000
+"""
+
 # Tiny A2C (on-policy path).
 TINY_A2C = """
 include 'ac_cart_pole.gin'
@@ -88,6 +106,7 @@ def start_cli(module: str, args: Sequence[str], cwd, **kwargs) -> subprocess.Pop
 class Cli:
     """What the ``alf_cli`` fixture returns: the helpers above in one object."""
     TINY_PPO = TINY_PPO
+    TINY_SAC = TINY_SAC
     TINY_A2C = TINY_A2C
     REPO_ROOT = REPO_ROOT
     write_gin = staticmethod(write_gin)

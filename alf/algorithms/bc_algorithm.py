@@ -28,7 +28,6 @@ saturate) and no std. ``nll`` also learns a calibrated std, for sampling in
 ``rollout_step``; with ``mse`` the std keeps its initial value.
 """
 import math
-from functools import partial
 from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
@@ -36,9 +35,9 @@ import torch
 
 import alf
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.algorithms.sac_algorithm import sac_actor_network
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError, IncompatibleSpecError
-from alf.networks import ActorDistributionNetwork, NormalProjectionNetwork
 from alf.replay_buffers.n_step import Transition
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 from alf.utils import dist_utils
@@ -53,13 +52,9 @@ class BcInfo(NamedTuple):
 
 
 def bc_actor_network(input_spec: Any, action_spec: TensorSpec) -> torch.nn.Module:
-    """256x256 ReLU MLP; a Categorical head for discrete actions, a tanh-squashed
-    Gaussian (state-dependent std clipped to ``[e^-5, e^2]``) for continuous ones."""
-    head = partial(NormalProjectionNetwork, state_dependent_std=True, scale_distribution=True,
-                   min_std=math.exp(-5), max_std=math.exp(2), projection_output_init_gain=1.0)
-    return ActorDistributionNetwork(input_spec, action_spec, fc_layer_params=(256, 256),
-                                    activation=torch.relu, use_orthogonal_init=False,
-                                    continuous_projection_net_ctor=head)
+    """The SAC actor (256x256 ReLU MLP; Categorical for discrete actions, tanh-squashed
+    Gaussian for continuous ones) with its std clipped to ``[e^-5, e^2]``."""
+    return sac_actor_network(input_spec, action_spec, min_std=math.exp(-5))
 
 
 @alf.configurable

@@ -187,7 +187,14 @@ def fit_transformer_to_dataset(transformer: Any, buffer: Any, chunk: int = 65536
 def _check_offline_transformer(transformer: Any) -> None:
     """Offline frames are raw: re-stacking them is only right when no transformer before
     the FrameStacker changes observations (those would have to apply to single frames)."""
+    from alf.algorithms.data_transformers import DataTransformer
     members = list(getattr(transformer, "members", [transformer]))
+    for member in members:  # fail before training, not at the first sample
+        if type(member).transform_replay is DataTransformer.transform_replay:
+            raise ConfigError(
+                f"TrainerConfig.offline_buffer_dir: {type(member).__name__} does not define "
+                "transform_replay(), so it cannot be applied to (raw) dataset steps; "
+                "implement it or leave it out of data_transformer_ctor")
     for i, member in enumerate(members):
         if getattr(member, "stacks_frames", False) and any(
                 m.changes_observation for m in members[:i]):

@@ -69,11 +69,13 @@ class SacInfo(NamedTuple):
     q_value: Any = ()
 
 
-def sac_actor_network(input_spec: Any, action_spec: TensorSpec) -> nn.Module:
+def sac_actor_network(input_spec: Any, action_spec: TensorSpec,
+                      min_std: float = math.exp(-20)) -> nn.Module:
     """SB3/CleanRL's SAC actor: 256x256 ReLU MLP, state-dependent log-std clipped to
-    [-20, 2], tanh squashing onto the action bounds (a Categorical for discrete actions)."""
+    [log(min_std), 2] (default [-20, 2]), tanh squashing onto the action bounds (a
+    Categorical for discrete actions)."""
     head = partial(NormalProjectionNetwork, state_dependent_std=True, scale_distribution=True,
-                   min_std=math.exp(-20), max_std=math.exp(2), projection_output_init_gain=1.0)
+                   min_std=min_std, max_std=math.exp(2), projection_output_init_gain=1.0)
     return ActorDistributionNetwork(input_spec, action_spec, fc_layer_params=(256, 256),
                                     activation=torch.relu, use_orthogonal_init=False,
                                     continuous_projection_net_ctor=head)

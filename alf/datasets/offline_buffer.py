@@ -21,6 +21,7 @@ import torch
 from alf import nest as alf_nest
 from alf.data_structures import Experience, TimeStep
 from alf.datasets.format import Dataset, DatasetSteps, open_dataset
+from alf.datasets.spec_json import dtype_name
 from alf.errors import UserError
 from alf.replay_buffers.replay_buffer import ReplayBuffer
 
@@ -84,16 +85,12 @@ def check_dataset_fits(dataset: Dataset, observation_spec: Any, action_spec: Any
                 name = field + (f".{path}" if path else "")
                 raise UserError(
                     f"dataset {dataset.path} does not fit {where}: {name} is "
-                    f"{tuple(t.shape)} {_dtype(t.dtype)} in the dataset but {tuple(m.shape)} "
-                    f"{_dtype(m.dtype)} in the experiment (was the dataset made with "
+                    f"{tuple(t.shape)} {dtype_name(t.dtype)} in the dataset but {tuple(m.shape)} "
+                    f"{dtype_name(m.dtype)} in the experiment (was the dataset made with "
                     f"{info.env_name!r}?)")
     if env_name and info.env_name and info.env_name != env_name:
         logging.warning("dataset %s was made with %r, this experiment uses %r (specs match)",
                         dataset.path, info.env_name, env_name)
-
-
-def _dtype(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _as_storage(steps: DatasetSteps) -> Experience:

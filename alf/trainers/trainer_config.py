@@ -206,9 +206,7 @@ class TrainerConfig:
                               "(both are 0, so training would never stop)")
         if self.async_unroll:
             self._validate_async()
-        elif self.offline_buffer_dir and self.unroll_length == 0:
-            pass  # pure offline (checked in _validate_offline)
-        elif not (self.unroll_length > 0):
+        elif not (self.unroll_length > 0) and not self.offline_only:  # 0: pure offline
             hint = (" (0 means pure offline training, which needs "
                     "TrainerConfig.offline_buffer_dir)" if self.unroll_length == 0 else "")
             raise ConfigError(f"TrainerConfig.unroll_length must be > 0, got "

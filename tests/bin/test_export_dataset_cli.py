@@ -12,29 +12,13 @@ from alf.data_structures import StepType
 
 PROGRAM = "alf.bin.export_dataset"
 
-# 2 envs x 150 steps into a 64-step ring; 20-step episodes; few gradient updates
-TINY_SAC = """
-include 'sac_pendulum.gin'
-create_environment.num_parallel_environments = 2
-create_environment.max_episode_steps = 20
-ActorDistributionNetwork.fc_layer_params = (8,)
-CriticNetwork.fc_layer_params = (8,)
-TrainerConfig.num_env_steps = 300
-TrainerConfig.initial_collect_steps = 260
-TrainerConfig.num_threads = 1
-TrainerConfig.mini_batch_size = 16
-TrainerConfig.replay_buffer_length = 64
-TrainerConfig.save_replay_buffer = True
-TrainerConfig.summary_interval = 1000
-TrainerConfig.checkpoint_interval = 1000
-"""
 
 
 @pytest.fixture(scope="module")
 def sac_run(tmp_path_factory, alf_cli):
     """A finished tiny SAC Pendulum run (trained by the real command) with its buffer saved."""
     base = tmp_path_factory.mktemp("cli_runs")
-    conf = alf_cli.write_gin(base, TINY_SAC, "tiny_sac.gin")
+    conf = alf_cli.write_gin(base, alf_cli.TINY_SAC, "tiny_sac.gin")
     root = base / "sac"
     p = alf_cli.run("alf.bin.train", [f"--conf={conf}", f"--root_dir={root}", "--quiet"], base)
     assert p.returncode == 0, p.stderr
@@ -166,7 +150,7 @@ def test_collect_random_from_an_example_gin(tmp_path, alf_cli):
 def test_errors_are_one_line_with_exit_2(tmp_path, alf_cli, make_args, expected):
     run = tmp_path / "run"  # a run dir with a config but no checkpoint yet
     run.mkdir()
-    (run / "config.gin").write_text(TINY_SAC)
+    (run / "config.gin").write_text(alf_cli.TINY_SAC)
     p = alf_cli.run(PROGRAM, make_args(tmp_path, run), tmp_path)
     _one_error_line(p, expected.format(t=tmp_path, run=run))
     assert not os.path.exists(tmp_path / "ds")

@@ -15,24 +15,8 @@ from alf.datasets.export import (describe_transformers, export_replay_buffer,
 from alf.errors import CheckpointError, ConfigError, UserError
 from alf.replay_buffers.replay_buffer import ReplayBuffer
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
-from tests.conftest import build_trainer
+from tests.conftest import TINY_SAC, build_trainer
 
-# SAC on Pendulum, tiny: 2 envs x 150 steps into a 64-step ring (wrapped), 20-step episodes
-TINY_SAC = """
-include 'sac_pendulum.gin'
-create_environment.num_parallel_environments = 2
-create_environment.max_episode_steps = 20
-ActorDistributionNetwork.fc_layer_params = (8,)
-CriticNetwork.fc_layer_params = (8,)
-TrainerConfig.num_env_steps = 300
-TrainerConfig.initial_collect_steps = 260
-TrainerConfig.num_threads = 1
-TrainerConfig.mini_batch_size = 16
-TrainerConfig.replay_buffer_length = 64
-TrainerConfig.save_replay_buffer = True
-TrainerConfig.summary_interval = 1000
-TrainerConfig.checkpoint_interval = 1000
-"""
 
 FIELDS = {"step_type": "time_step.step_type", "reward": "time_step.reward",
           "discount": "time_step.discount", "observation": "time_step.observation",

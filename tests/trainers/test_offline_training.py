@@ -350,3 +350,19 @@ def test_dataset_shorter_than_a_sampled_sequence_is_one_line(tmp_path):
         _hybrid_trainer(tmp_path, short, unroll_length=0, num_env_steps=0, num_iterations=1,
                         extra=["SacAlgorithm.n_step=3"])
     assert "no row of 4 steps (longest: 3)" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_transformer_without_transform_replay_is_refused_before_training(pendulum_dataset,
+                                                                          tmp_path):
+    import alf
+    from alf.algorithms.data_transformers import DataTransformer
+    from alf.errors import ConfigError
+
+    @alf.configurable
+    class ShiftObservation(DataTransformer):  # a user's transformer, live steps only
+        def transform_timestep(self, time_step, state):
+            return time_step._replace(observation=time_step.observation + 1), state
+
+    with pytest.raises(ConfigError, match="ShiftObservation does not define transform_replay"):
+        _hybrid_trainer(tmp_path, pendulum_dataset, unroll_length=0, num_env_steps=0,
+                        num_iterations=1, data_transformer_ctor="@ShiftObservation")
