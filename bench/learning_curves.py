@@ -2,12 +2,16 @@
 
     python bench/learning_curves.py --conf ac_cart_pole.gin --seeds 0 1 2 --target 475
     python bench/learning_curves.py --conf ppo_lstm_cart_pole.gin --seeds 0 --target 400
+    python bench/learning_curves.py --conf ppo_cart_pole.gin --target 475 --nproc 2
 
 Runs ``python -m alf.bin.train`` once per seed (sequentially), reads each run's
 ``progress.csv`` (average training return of the last 20 episodes vs env steps),
 prints the first env step / wall-clock second at which the target was reached and
 the final return, writes ``bench/results/<conf>.json`` and plots all seeds to
 ``docs/images/<conf>.png``. ``--root`` keeps the runs (default: a temp dir).
+``--nproc N`` (N > 1) trains each seed data-parallel with N ranks on this machine
+(``torchrun --nproc_per_node=N``); env steps are the run's, summed over ranks, and
+results/plot are named ``<conf>_<N>ranks``.
 """
 import argparse
 import csv
@@ -19,6 +23,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def read_progress(path: str):
@@ -40,17 +51,25 @@ def main() -> None:
     p.add_argument("--root", default=None, help="keep runs under this directory")
     p.add_argument("--conf_param", action="append", default=[])
     p.add_argument("--title", default=None)
+    p.add_argument("--nproc", type=int, default=1, help="data-parallel ranks (torchrun)")
     args = p.parse_args()
     root = args.root or tempfile.mkdtemp(prefix="alf_curves_")
     name = os.path.splitext(os.path.basename(args.conf))[0]
+    if args.nproc > 1:
+        name += f"_{args.nproc}ranks"
     results = []
     for seed in args.seeds:
         run_dir = os.path.join(root, f"{name}_seed{seed}")
-        cmd = [sys.executable, "-m", "alf.bin.train", f"--conf={args.conf}", f"--root_dir={run_dir}",
-               "--quiet", "--conf_param", f"TrainerConfig.random_seed={seed}"]
+        launcher = [sys.executable]
+        if args.nproc > 1:
+            launcher += ["-m", "torch.distributed.run", f"--nproc_per_node={args.nproc}",
+                         f"--master_port={_free_port()}"]
+        cmd = launcher + ["-m", "alf.bin.train", f"--conf={args.conf}", f"--root_dir={run_dir}",
+                          "--quiet", "--conf_param", f"TrainerConfig.random_seed={seed}"]
         for cp in args.conf_param:
             cmd += ["--conf_param", cp]
-        subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL if args.nproc > 1 else None)
         steps, returns, times = read_progress(os.path.join(run_dir, "progress.csv"))
         hit = next(((s, t) for s, r, t in zip(steps, returns, times) if r >= args.target), None)
         res = {"seed": seed, "hit_env_steps": hit[0] if hit else None,

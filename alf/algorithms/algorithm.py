@@ -236,6 +236,8 @@ class Algorithm(nn.Module):
             for p in params:  # = zero_grad(set_to_none=True), without its profiling hooks
                 p.grad = None
         loss.backward()
+        if self._context.data_parallel is not None:  # torchrun: mean gradient over ranks
+            self._context.data_parallel.average_gradients([p for _, _, ps in entries for p in ps])
         for opt, factory, params in entries:
             lr = factory.lr_schedule(progress)
             for group in opt.param_groups:

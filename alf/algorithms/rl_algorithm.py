@@ -300,8 +300,7 @@ class RLAlgorithm(Algorithm):
                 (alf_nest.flatten(step.output)[0].shape[0],)).to(device)
         result = self._unroller.collect(self.rollout_step, unroll_length,
                                         action_override=override)
-        self._context.env_steps += result.env_steps
-        self._last_unroll_steps = result.env_steps
+        self._last_unroll_steps = self._context.count_env_steps(result.env_steps)
         if self.on_policy:
             return result.experience
         self.observe_unroll(result)
@@ -331,9 +330,14 @@ class RLAlgorithm(Algorithm):
 
     def observe_for_replay(self, experience: Experience) -> None:
         """Store a time-major unroll ``[T, B]`` in the replay buffer (one write per field)."""
+        # rows are env ids relative to this unroller's first env (data-parallel ranks
+        # offset their env ids, each rank's buffer holds its own envs)
         self._replay_buffer.add_sequence(experience_storage.to_storage(experience,
                                                                        self._frame_stacker),
-                                         experience.time_step.env_id[0])
+                                         experience.time_step.env_id[0] - self._env_id_base())
+
+    def _env_id_base(self) -> int:
+        return int(getattr(self._unroller, "env_id_base", 0)) if self._unroller is not None else 0
 
     # -------------------------------------------------------------- training
     def train_iter(self) -> int:
@@ -414,6 +418,10 @@ class RLAlgorithm(Algorithm):
         data = experience_storage.restore_derived_fields(
             rb, data, env_ids, positions, self._full_experience_spec.time_step.prev_action,
             self._frame_stacker)
+        base = self._env_id_base()
+        if base and rb is self._replay_buffer:  # rows back to this rank's env ids
+            data = data._replace(time_step=data.time_step._replace(
+                env_id=data.time_step.env_id + base))
         if rb is self._offline_buffer and rb is not None:
             data = data._replace(time_step=self._data_transformer.transform_replay(
                 data.time_step))

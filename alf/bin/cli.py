@@ -198,7 +198,7 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
     alf command the same way, not only training (whose guard installs its own)."""
     _interrupts_raise()
     try:
-        return main() or 0
+        return _run_unless_silent(main, debug)
     except UserError as e:
         if debug:
             raise
@@ -222,6 +222,21 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
             raise
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _run_unless_silent(main: Callable[[], Optional[int]], debug: bool) -> int:
+    """``main()``; an error marked ``alf_silent`` (a data-parallel rank whose error
+    another rank prints: rank 0, or the lowest rank with the same message) gives its
+    exit status without printing."""
+    try:
+        return main() or 0
+    except (UserError, RunFailedError, KeyboardInterrupt) as e:
+        if not getattr(e, "alf_silent", False) or debug:
+            raise
+        if isinstance(e, KeyboardInterrupt):
+            _ignore_further_interrupts()
+        return (EXIT_USAGE if isinstance(e, UserError) else
+                EXIT_INTERRUPTED if isinstance(e, KeyboardInterrupt) else EXIT_FAILED)
 
 
 def _interrupts_raise() -> None:

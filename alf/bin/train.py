@@ -30,21 +30,52 @@ PROGRAM = "alf.bin.train"
 
 
 def _main() -> int:
+    from alf.distributed.rank_group import RankGroup
     from alf.trainers.interrupt_guard import InterruptedBeforeTraining
+    group = RankGroup.from_environment()  # torchrun: join the other ranks first
+    completed = False
     try:
-        trainer = _build_trainer()
-    except KeyboardInterrupt:
-        raise InterruptedBeforeTraining() from None
-    trainer.run()
+        try:
+            trainer = _build_trainer(group)
+        except KeyboardInterrupt:
+            raise InterruptedBeforeTraining() from None
+        trainer.run()
+        completed = True
+    finally:
+        if group is not None:
+            group.close(completed)
     return 0
 
 
-def _build_trainer():
-    """Parse the config (saved one when resuming) and build the experiment; writes nothing."""
+def _build_trainer(group=None):
+    """Parse the config (saved one when resuming) and build the experiment; writes nothing.
+
+    Under torchrun rank 0 alone reads ``root_dir`` and the ``--conf`` file and hands
+    the resulting config text to the other ranks (so they never race rank 0 writing
+    ``config.gin``, and hosts without rank 0's disk need neither)."""
+    from alf import config as alf_config
+    from alf.trainers.trainer import Trainer
+    from alf.trainers.trainer_config import TrainerConfig
+
+    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir or "."))
+    if group is None:
+        text, overrides = _read_config()
+    else:
+        text, overrides = group.rank0_decides(_read_config, "reading the config")
+        if not group.is_main:
+            alf_config.parse_config(config_text=text, config_name="the config of rank 0")
+    return Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet,
+                   overrides=overrides, rank_group=group)
+
+
+def _read_config():
+    """``(config text, overrides)``: ``--conf`` (new run) or ``root_dir``'s saved
+    ``config.gin`` (resume), ``--conf_param`` applied; the seed is resolved and the
+    config checked (``TrainerConfig()``)."""
     from alf import config as alf_config
     from alf.errors import ConfigError, UserError
     from alf.trainers.checkpointer import Checkpointer
-    from alf.trainers.trainer import CONFIG_FILE, Trainer
+    from alf.trainers.trainer import CONFIG_FILE
     from alf.trainers.trainer_config import TrainerConfig
 
     if not FLAGS.root_dir:
@@ -75,8 +106,8 @@ def _build_trainer():
         overrides = []
     _resolve_random_seed()
     text = alf_config.import_path_header(import_dirs) + alf_config.config_text()
-    return Trainer(TrainerConfig(), root_dir, config_text=text, quiet=FLAGS.quiet,
-                   overrides=overrides)
+    TrainerConfig()  # bad values fail here, on rank 0, before any other rank builds
+    return text, overrides
 
 
 def _check_root_dir_creatable(root_dir: str) -> None:

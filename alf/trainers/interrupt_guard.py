@@ -64,11 +64,15 @@ class InterruptedBeforeTraining(KeyboardInterrupt):
 class InterruptGuard:
     """Installs the SIGINT handler described in the module docstring while active.
 
+    Args:
+        quiet: do not print what a Ctrl-C does (data-parallel ranks other than 0, whose
+            lines would repeat rank 0's).
     Attributes:
         requested: a Ctrl-C asked the loop to stop at the next iteration boundary.
     """
 
-    def __init__(self):
+    def __init__(self, quiet: bool = False):
+        self._quiet = quiet
         self.requested = False
         self.presses = 0
         self._installed = False
@@ -92,21 +96,22 @@ class InterruptGuard:
             self._installed = False
 
     def _handle(self, signum, frame) -> None:
+        say = (lambda text: None) if self._quiet else _say  # noqa: E731
         if self._shield_depth:
             self._pending += 1
-            _say("Ctrl-C: the trainer is stopping (writing the checkpoint, closing env "
-                 "workers); please wait. Ctrl-\\ kills at once; the previous checkpoint "
-                 "stays intact.")
+            say("Ctrl-C: the trainer is stopping (writing the checkpoint, closing env "
+                "workers); please wait. Ctrl-\\ kills at once; the previous checkpoint "
+                "stays intact.")
             return
         self.presses += 1
         if self.presses == 1:
             self.requested = True
-            _say("Ctrl-C: finishing the current iteration, then saving a checkpoint and "
-                 "stopping.")
+            say("Ctrl-C: finishing the current iteration, then saving a checkpoint and "
+                "stopping.")
         elif self.presses == 2:
-            _say("Ctrl-C: still finishing the current iteration so that the checkpoint is "
-                 "consistent. Press Ctrl-C once more to stop now WITHOUT saving this "
-                 "iteration (a rerun resumes from the newest checkpoint).")
+            say("Ctrl-C: still finishing the current iteration so that the checkpoint is "
+                "consistent. Press Ctrl-C once more to stop now WITHOUT saving this "
+                "iteration (a rerun resumes from the newest checkpoint).")
         else:
             raise IterationAbandoned
 

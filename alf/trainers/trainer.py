@@ -36,6 +36,7 @@ from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGu
 from alf.trainers.progress_log import ProgressLog
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.run_context import RunContext
+from alf.trainers import data_parallel_trainer as dp
 from alf.utils.seeding import get_rng_state, set_random_seed, set_rng_state
 
 CONFIG_FILE = "config.gin"
@@ -56,12 +57,17 @@ class Trainer:
     """
 
     def __init__(self, config: TrainerConfig, root_dir: str, config_text: str = "",
-                 quiet: bool = False, overrides: Sequence[str] = ()):
+                 quiet: bool = False, overrides: Sequence[str] = (),
+                 rank_group: Optional["dp.RankGroup"] = None):
         self._config = config
         self._root_dir = os.path.abspath(root_dir)
         self._config_text = config_text
-        self._quiet = quiet
+        self._group = rank_group  # torchrun: this rank's place; None in a single process
+        self._is_main = rank_group is None or rank_group.is_main  # writes files, prints
+        self._quiet = quiet or not self._is_main
         self._overrides = list(overrides)
+        if rank_group is not None:
+            config.device = rank_group.device_for(config.device)
         if config.random_seed is None:
             config.random_seed = random.SystemRandom().randrange(2 ** 31)
             logging.info("TrainerConfig.random_seed not set; using %d", config.random_seed)
@@ -77,19 +83,29 @@ class Trainer:
         try:
             self._algorithm = self._build_learner(config)
             self._transformer = self._algorithm.data_transformer
-            if config.evaluate:
+            if config.evaluate and self._is_main:  # rank 0 alone evaluates
                 with sigint_ignored_in_children():
                     self._eval_env = create_environment(
                         num_parallel_environments=config.num_eval_environments,
                         seed=config.random_seed + 1_000_003, **self._offline_env_kwargs())
-        except BaseException:
+        except BaseException as e:
             self.close()
+            if rank_group is not None:  # the other ranks must not wait for this one
+                rank_group.check_together(e, "building the experiment")
             raise
+        if rank_group is not None:
+            try:
+                rank_group.check_together(None, "building the experiment")
+                self._context.data_parallel = dp.join(rank_group, self._algorithm,
+                                                      self._unroller, config.random_seed)
+            except BaseException:
+                self.close()
+                raise
         self._checkpointer = Checkpointer(os.path.join(self._root_dir, "train"),
                                           config.num_checkpoints)
         self._writer = None
         self._saved_iteration: Optional[int] = None  # iteration of the newest checkpoint
-        self._interrupts = InterruptGuard()
+        self._interrupts = InterruptGuard(quiet=not self._is_main)
         self._wall_time_offset = 0.0  # training seconds before this process (restored)
         self._loop_start: Optional[float] = None
 
@@ -110,18 +126,23 @@ class Trainer:
             # the window of AverageReturn is the newest evaluation's episodes
             self._offline_metrics = EpisodeMetrics(1, buffer_size=config.num_eval_episodes)
             return algorithm
+        rank = self._group.rank if self._group is not None else 0
         if config.async_unroll:
             from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
             specs = probe_env_specs()
             algorithm = build_algorithm(config, specs, "learner", self._context)
             self._unroller = AsyncUnroller(config, self._config_text or alf_config.config_text(),
                                            specs, self._context)
+            if self._group is not None:
+                self._unroller.set_rank(rank, dp.RANK_SEED_STRIDE)
             algorithm.attach_unroller(self._unroller)
             algorithm.prepare()
             self._unroller.connect(algorithm)
             return algorithm
         with sigint_ignored_in_children():
-            self._env = create_environment(seed=config.random_seed)
+            # a rank's envs get the ids (and so the seeds) after the lower ranks' envs
+            self._env = create_environment(seed=config.random_seed,
+                                           env_id_offset=rank * dp.configured_num_envs())
         algorithm = build_algorithm(config, EnvSpecs.of(self._env), "learner", self._context,
                                     env=self._env)
         self._unroller = SyncUnroller.for_algorithm(self._env, algorithm,
@@ -172,14 +193,22 @@ class Trainer:
                 "experiment": experiment_signature(self._spec_source, self._algorithm),
                 "wall_time_s": self._wall_time()}
 
-    def save_checkpoint(self) -> str:
-        """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete)."""
+    def save_checkpoint(self) -> Optional[str]:
+        """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete).
+        In a data-parallel run every rank calls this together and rank 0 alone writes
+        (the other ranks return None)."""
         rb = self._algorithm.replay_buffer
         save_rb = rb is not None and (self._config.save_replay_buffer or rb.enable_checkpoint)
         rb_state = rb.state_dict() if save_rb else None
         with self._interrupts.shielded():
-            path = self._checkpointer.save(self._context.iteration, self._training_state(),
-                                           rb_state)
+            state = self._training_state()
+            if self._group is not None:  # every rank's own part goes to rank 0
+                gathered = dp.gather_checkpoint(self._group, state, rb_state)
+                self._saved_iteration = self._context.iteration
+                if gathered is None:  # ranks > 0 write nothing
+                    return None
+                state, rb_state = gathered
+            path = self._checkpointer.save(self._context.iteration, state, rb_state)
             self._saved_iteration = self._context.iteration
             self._print_line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
         return path
@@ -191,26 +220,46 @@ class Trainer:
             IncompatibleSpecError: the checkpoint is of an experiment with other env specs
                 or network shapes (e.g. resuming a CartPole run with another env).
         """
-        found = self._checkpointer.load_latest()
+        signature = experiment_signature(self._spec_source, self._algorithm)
+
+        def load():
+            found = self._checkpointer.load_latest()
+            if found is not None:
+                check_compatible(found[1].get("experiment"), signature, self._root_dir)
+            return found
+
+        own_part = True
+        if self._group is None:
+            found = load()
+            if found is not None:
+                iteration, state, rb_state = found
+                rb_state, _ = dp.split_rank_buffers(rb_state)
+        else:  # rank 0 reads; every rank gets the shared state and its own part
+            found = dp.restore_on_ranks(self._group, load)
+            if found is not None:
+                iteration, state, rb_state, own_part = found
         if found is None:
             return False
-        iteration, state, rb_state = found
-        check_compatible(state.get("experiment"),
-                         experiment_signature(self._spec_source, self._algorithm),
-                         self._root_dir)
         load_algorithm_state(self._algorithm, state["algorithm"], self._root_dir)
         self._context.load_state_dict(state["context"])
-        set_rng_state(state["rng"])
+        if own_part:
+            set_rng_state(state["rng"])
         self._wall_time_offset = float(state.get("wall_time_s", 0.0))
         # New episodes after a resume come from a fresh, deterministic seed instead of
         # replaying the run's first episodes (env RNG states are not checkpointable).
         if self._unroller is not None:
             self._unroller.seed((self._config.random_seed * 1_000_003 + iteration) % (2 ** 31))
-        if self._metrics is not None and state.get("metrics"):
+        if self._metrics is not None and own_part and state.get("metrics"):
             self._metrics.load_state_dict(state["metrics"])
         self._saved_iteration = iteration
         self._notice(f"[alf] resumed from iteration {iteration:,} "
                      f"({self._context.env_steps:,} env steps)")
+        saved_world = int(state.get("world_size", 1))
+        world = self._group.world_size if self._group is not None else 1
+        if saved_world != world:
+            self._notice(f"[alf] the checkpoint was saved by {saved_world} rank(s), this run has "
+                         f"{world}: ranks without a saved part start their own random streams, "
+                         "episode metrics and replay buffers afresh")
         self._restore_replay_buffer(rb_state)
         return True
 
@@ -258,7 +307,8 @@ class Trainer:
                 self._notice(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
                              "(the previous run stopped before saving one): training starts "
                              "from iteration 0")
-            self._write_config(config_path)
+            if self._is_main:  # rank 0 alone writes files
+                self._write_config(config_path)
             if resumed and self._overrides:
                 self._notice("[alf] applied to the saved config (kept for later resumes): "
                              + ", ".join(self._overrides))
@@ -274,8 +324,9 @@ class Trainer:
             # whole pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations).
             # Events a crashed run wrote past its checkpoint are dropped per tag by
             # TensorBoard when the resumed run's steps go back.
-            self._writer = SummaryWriter(self._root_dir)
-            self._context.summary_writer = self._writer
+            if self._is_main:
+                self._writer = SummaryWriter(self._root_dir)
+                self._context.summary_writer = self._writer
         except KeyboardInterrupt:
             self.close()
             raise InterruptedBeforeTraining() from None
@@ -289,7 +340,9 @@ class Trainer:
                 self._notice("[alf] interrupted: saving a checkpoint and stopping ...")
                 with self._interrupts.shielded():
                     saved = self._shutdown(save=True)
-                raise TrainingInterrupted(saved, self._context.iteration) from None
+                interrupted = TrainingInterrupted(saved, self._context.iteration)
+                interrupted.alf_silent = not self._is_main  # rank 0 says where it saved
+                raise interrupted from None
             except KeyboardInterrupt:
                 # Abandoned mid-iteration (third Ctrl-C): like a crash, that state is not
                 # trustworthy; the newest checkpoint stays the one to resume from.
@@ -314,7 +367,8 @@ class Trainer:
             if save and self._context.iteration != self._saved_iteration:
                 path = self.save_checkpoint()
         finally:
-            self._write_operative_config()
+            if self._is_main:
+                self._write_operative_config()
             self.close()
         return path
 
@@ -347,8 +401,9 @@ class Trainer:
 
     def _loop(self) -> None:
         cfg, ctx, alg = self._config, self._context, self._algorithm
-        log = ProgressLog(os.path.join(self._root_dir, PROGRESS_FILE), ctx.iteration)
-        if log.dropped_rows:
+        log = (ProgressLog(os.path.join(self._root_dir, PROGRESS_FILE), ctx.iteration)
+               if self._is_main else None)
+        if log is not None and log.dropped_rows:
             self._notice(f"[alf] {PROGRESS_FILE}: dropped {log.dropped_rows} row(s) past the "
                          f"restored iteration {ctx.iteration:,} (written after its checkpoint)")
         self._loop_start = start = time.perf_counter()
@@ -367,22 +422,29 @@ class Trainer:
                     self._unroller.after_train_iter(alg)
                 iter_seconds += time.perf_counter() - t0
                 metrics = self._metrics
+                stop = self._interrupts.requested
+                if self._group is not None:
+                    # all ranks stop at the same boundary; metrics pooled over ranks
+                    stop, metrics = dp.sync_end_of_iteration(self._group, stop, metrics)
+                    if cfg.distributed_check_interval and \
+                            ctx.iteration % cfg.distributed_check_interval == 0:
+                        dp.check_drift(self._group, alg, cfg.distributed_drift, self._notice)
                 now = time.perf_counter()
                 fps = (ctx.env_steps - steps_at_start) / max(1e-9, now - start)
                 ups = (ctx.num_updates - updates_at_start) / max(1e-9, now - start)
                 if ctx.should_summarize() or (cfg.summarize_first_interval and ctx.iteration == 1):
                     self._summarize(metrics, fps, iter_seconds)
-                if cfg.evaluate and ctx.iteration % cfg.eval_interval == 0:
+                if cfg.evaluate and self._is_main and ctx.iteration % cfg.eval_interval == 0:
                     self._evaluate()
-                if ctx.iteration == first_iteration:
+                if ctx.iteration == first_iteration and self._is_main:
                     self._warn_unused_bindings()
                 if ctx.iteration % cfg.checkpoint_interval == 0:
                     self.save_checkpoint()
                 done = self._done()
                 # rows at summary intervals (not wall-clock ones) so that the file is
                 # identical between two runs with the same seed
-                if (ctx.iteration % cfg.summary_interval == 0 or done or
-                        (cfg.summarize_first_interval and ctx.iteration == 1)):
+                if log is not None and (ctx.iteration % cfg.summary_interval == 0 or done or
+                                        (cfg.summarize_first_interval and ctx.iteration == 1)):
                     log.write([ctx.iteration, ctx.env_steps, f"{self._wall_time():.3f}",
                                _fmt(metrics.average_return()), _fmt(metrics.average_length()),
                                metrics.num_episodes, f"{fps:.1f}"])
@@ -390,10 +452,11 @@ class Trainer:
                                             or ctx.iteration == first_iteration):
                     last_print = now
                     self._print_progress(metrics, fps, now - start, ups)
-                if self._interrupts.requested:
+                if stop:
                     raise StopAtBoundary
         finally:
-            log.close()
+            if log is not None:
+                log.close()
 
     def _warn_unused_bindings(self) -> None:
         """After the first iteration every configurable has been built: name the bindings
@@ -432,8 +495,10 @@ class Trainer:
 
     def _notice(self, text: str) -> None:
         """Warnings and what a resume did: shown even with ``quiet`` (which only silences
-        the progress, checkpoint and evaluation lines)."""
-        print(text, file=sys.stderr, flush=True)
+        the progress, checkpoint and evaluation lines); by rank 0 alone in a data-parallel
+        run (the other ranks would repeat it)."""
+        if self._is_main:
+            print(text, file=sys.stderr, flush=True)
 
     def _print_line(self, text: str) -> None:
         if not self._quiet:

@@ -92,7 +92,13 @@ class TrainerConfig:
         metric_buffer_size: episodes averaged for AverageReturn / AverageEpisodeLength.
         save_replay_buffer: also checkpoint the replay buffer (a separate file).
         device: where the algorithm, its states and the replay buffer live ("cpu",
-            "cuda", "cuda:1"); envs always step on the CPU.
+            "cuda", "cuda:1"); envs always step on the CPU. Under torchrun, "cuda" is
+            each rank's own GPU, ``cuda:<LOCAL_RANK>``.
+        distributed_check_interval: data-parallel runs (torchrun): every this many
+            iterations, compare every rank's parameters and buffers bit by bit with
+            rank 0's (0 = never). See docs/distributed.md.
+        distributed_drift: what a difference found by that check does: ``"resync"``
+            (warn and copy rank 0's state to every rank) or ``"error"`` (stop the run).
     """
 
     def __init__(self,
@@ -144,7 +150,9 @@ class TrainerConfig:
                  num_threads: Optional[int] = None,
                  metric_buffer_size: int = 20,
                  save_replay_buffer: bool = False,
-                 device: str = "cpu"):
+                 device: str = "cpu",
+                 distributed_check_interval: int = 100,
+                 distributed_drift: str = "resync"):
         self.algorithm_ctor = algorithm_ctor
         self.data_transformer_ctor = data_transformer_ctor
         self.random_seed = random_seed
@@ -191,6 +199,8 @@ class TrainerConfig:
         self.debug_summaries = debug_summaries
         self.progress_interval_seconds = float(progress_interval_seconds)
         self.num_threads = num_threads
+        self.distributed_check_interval = int(distributed_check_interval)
+        self.distributed_drift = distributed_drift
         self.metric_buffer_size = int(metric_buffer_size)
         self.save_replay_buffer = save_replay_buffer
         self.device = device
@@ -226,6 +236,11 @@ class TrainerConfig:
                      "num_eval_episodes", "num_eval_environments", "metric_buffer_size"):
             if getattr(self, name) < 1:  # used as divisors / sizes
                 raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.distributed_drift not in ("resync", "error"):
+            raise ConfigError("TrainerConfig.distributed_drift must be 'resync' or 'error', got "
+                              f"{self.distributed_drift!r}")
+        if self.distributed_check_interval < 0:
+            raise ConfigError("TrainerConfig.distributed_check_interval must be >= 0 (0 = never)")
         if not 0.0 <= self.epsilon_greedy <= 1.0:
             raise ConfigError("TrainerConfig.epsilon_greedy must be in [0, 1]")
         try:

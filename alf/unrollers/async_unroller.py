@@ -107,6 +107,11 @@ class AsyncUnroller:
         self._take_all_ready = not config.unroll_length
         self._T = length
         self._seed = int(config.random_seed or 0)
+        # a data-parallel rank's envs: ids (and so seeds) after the lower ranks' envs
+        self._env_id_base = 0
+        self._rank_seed_offset = 0
+        self._stash_statistics = False  # data-parallel: merged over ranks, not here
+        self._statistics: List[Any] = []
         self._metrics = EpisodeMetrics(self._num_envs, config.metric_buffer_size)
         self._version = self._base_version = 0  # finished train iterations (+ restored)
         self._workers: List[WorkerHandle] = []
@@ -154,9 +159,30 @@ class AsyncUnroller:
         """Trajectories dropped for exceeding ``max_policy_lag``."""
         return self._discarded
 
+    @property
+    def env_id_base(self) -> int:
+        """``TimeStep.env_id`` of this unroller's first env (a rank's share of the run's envs)."""
+        return self._env_id_base
+
+    def set_rank(self, rank: int, seed_stride: int) -> None:
+        """Data-parallel rank ``rank``: env ids start at ``rank x num_envs``, worker seeds
+        are offset by ``rank x seed_stride`` and the statistics the workers ship are kept
+        for :meth:`pop_statistics` (the ranks merge them together). Before the first
+        :meth:`collect`."""
+        self._env_id_base = rank * self._num_envs
+        self._rank_seed_offset = rank * seed_stride
+        self._seed += self._rank_seed_offset
+        self._stash_statistics = True
+
+    def pop_statistics(self) -> List[Any]:
+        """Normaliser statistics the workers shipped since the last call, in the order
+        they were used (data-parallel runs only; otherwise they are merged at once)."""
+        out, self._statistics = self._statistics, []
+        return out
+
     def seed(self, seed: int) -> None:
         """Seed the workers' envs (before they start: used on resume)."""
-        self._seed = int(seed)
+        self._seed = int(seed) + self._rank_seed_offset
 
     def connect(self, algorithm: Any) -> None:
         """Allocate slots and the weight channel for ``algorithm`` (the learner's,
@@ -169,7 +195,8 @@ class AsyncUnroller:
         affordable = max(2, SLOT_MEMORY_BUDGET // max(1, probe.nbytes * self._num_workers * self._groups))
         self._slots_per_group = min(wanted, affordable)
         for w in range(self._num_workers):
-            offsets = [(w * self._groups + g) * self._per_group for g in range(self._groups)]
+            offsets = [self._env_id_base + (w * self._groups + g) * self._per_group
+                       for g in range(self._groups)]
             slots = [TrajectorySlots(spec, self._slots_per_group, self._T + 1, self._per_group,
                                      shared=shared) for _ in range(self._groups)]
             self._workers.append(WorkerHandle(w, offsets, slots))
@@ -268,7 +295,10 @@ class AsyncUnroller:
         self._metrics.add_finished(traj.episodes, 0)
         if traj.statistics:
             stats = alf_nest.map_structure(torch.as_tensor, traj.statistics)
-            self._algorithm.data_transformer.merge_statistics(stats)
+            if self._stash_statistics:
+                self._statistics.append(stats)
+            else:
+                self._algorithm.data_transformer.merge_statistics(stats)
 
     def _check_stall(self) -> None:
         """Workers alive (heartbeats fresh) but no trajectory for ``env_worker_timeout_s``:

@@ -55,6 +55,12 @@ class SyncUnroller:
         return self._env
 
     @property
+    def env_id_base(self) -> int:
+        """``TimeStep.env_id`` of the first env (a data-parallel rank's envs come after the
+        lower ranks')."""
+        return int(self._env.env_id_offset)
+
+    @property
     def metrics(self) -> EpisodeMetrics:
         return self._metrics
 

@@ -30,6 +30,18 @@ class RunContext:
         self.env_steps = 0
         self.num_updates = 0
         self.unroll_seconds = 0.0  # wall time spent unrolling (not checkpointed)
+        # data-parallel runs (torchrun): an alf.distributed.DataParallel that averages
+        # gradients and sums env steps over ranks; None in a single process
+        self.data_parallel: Any = None
+
+    def count_env_steps(self, local_steps: int) -> int:
+        """Add an unroll's env steps to ``env_steps``; in a data-parallel run every rank's
+        (so the stop condition and schedules see the whole run's steps, identically on
+        every rank). Returns the steps added."""
+        steps = (self.data_parallel.after_unroll(local_steps) if self.data_parallel is not None
+                 else int(local_steps))
+        self.env_steps += steps
+        return steps
 
     def progress(self) -> float:
         """Fraction of the run completed, in [0, 1] (max over the configured limits)."""

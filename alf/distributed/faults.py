@@ -1,0 +1,189 @@
+"""Naming the rank that failed, and stopping this one promptly when it does.
+
+A data-parallel rank blocks in collectives that need every other rank, so a
+rank that dies must not leave the others waiting forever. Three paths end a
+rank, each with one line that names the culprit:
+
+- a collective fails (gloo/NCCL see the dead peer's connection close):
+  :meth:`PeerTable.describe_failure` names the local peers whose process is gone;
+- the launcher (torchrun's agent) sends SIGTERM after a worker died:
+  :func:`install_stop_handler` raises :class:`PeerLostError` in the main thread;
+- the launcher itself dies (its workers run in their own session, so nothing
+  else would stop them): :func:`start_parent_watch` sends this process SIGTERM,
+  and exits hard if the main thread is stuck in C++ for ``grace_s`` more.
+"""
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import List, NamedTuple, Optional
+
+from alf.errors import RunFailedError
+
+
+class PeerLostError(RunFailedError):
+    """Another rank of the data-parallel run died or stopped responding (exit status 1)."""
+
+
+class PeerInfo(NamedTuple):
+    """Where one rank runs (exchanged once, when the group starts)."""
+    rank: int
+    host: str
+    pid: int
+    local_rank: int
+
+
+def this_peer(rank: int, local_rank: int) -> PeerInfo:
+    return PeerInfo(rank, socket.gethostname(), os.getpid(), local_rank)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+class PeerTable:
+    """Every rank's host and pid, to name the one that is gone.
+
+    Args:
+        peers: one :class:`PeerInfo` per rank, in rank order.
+        rank: this process's rank.
+    """
+
+    def __init__(self, peers: List[PeerInfo], rank: int):
+        self.peers = list(peers)
+        self.rank = rank
+        self.host = peers[rank].host
+
+    def dead_local_peers(self) -> List[PeerInfo]:
+        """Ranks on this host whose process has exited."""
+        return [p for p in self.peers if p.rank != self.rank and p.host == self.host
+                and not pid_alive(p.pid)]
+
+    def reports(self) -> bool:
+        """Whether this rank prints a peer failure: the lowest-numbered live rank on its
+        host (so a failure is one line per host, not one per surviving rank)."""
+        alive = [p.rank for p in self.peers if p.host == self.host
+                 and (p.rank == self.rank or pid_alive(p.pid))]
+        return min(alive) == self.rank
+
+    def lost(self, message: str) -> "PeerLostError":
+        """A :class:`PeerLostError`, silenced (``alf_silent``) unless this rank reports."""
+        error = PeerLostError(message)
+        error.alf_silent = not self.reports()
+        return error
+
+    def describe(self, peer: PeerInfo) -> str:
+        where = "" if peer.host == self.host else f" on {peer.host}"
+        return f"rank {peer.rank} (pid {peer.pid}{where})"
+
+    def describe_failure(self, error: Optional[BaseException] = None, wait_s: float = 2.0) -> str:
+        """One sentence naming the rank(s) that are gone; ``error`` is the collective's
+        failure, if any. Waits up to ``wait_s`` for a dying local peer to be reaped."""
+        deadline = time.monotonic() + wait_s
+        dead = self.dead_local_peers()
+        while not dead and time.monotonic() < deadline:
+            time.sleep(0.1)
+            dead = self.dead_local_peers()
+        if dead:
+            names = ", ".join(self.describe(p) for p in dead)
+            verb = "has" if len(dead) == 1 else "have"
+            return f"{names} {verb} exited"
+        remote = self._remote_peers_named_in(error)
+        if remote:
+            return ("lost the connection to " + ", ".join(self.describe(p) for p in remote) +
+                    " (that rank exited or its host is unreachable)")
+        detail = f" ({_first_line(error)})" if error is not None else ""
+        return f"another rank stopped{detail}"
+
+    def _remote_peers_named_in(self, error: Optional[BaseException]) -> List[PeerInfo]:
+        if error is None:
+            return []
+        text = str(error)
+        hosts = set(re.findall(r"\[([^\]]+)\]:\d+", text))
+        found = []
+        for p in self.peers:
+            if p.rank == self.rank or p.host == self.host:
+                continue
+            try:
+                addresses = {p.host, socket.gethostbyname(p.host)}
+            except OSError:
+                addresses = {p.host}
+            if addresses & hosts:
+                found.append(p)
+        return found
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+    return lines[0][:200] if lines else type(error).__name__
+
+
+class StopHandler:
+    """SIGTERM in a rank: the launcher stops every worker when one failed (or was asked
+    to stop). Raises :class:`PeerLostError` naming the dead rank, once; the trainer
+    then closes its envs and exits with status 1 without saving (a checkpoint needs
+    every rank)."""
+
+    def __init__(self, table: PeerTable):
+        self._table = table
+        self.fired = False
+        self._previous = None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def uninstall(self) -> None:
+        if self._previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal API
+        if self.fired:  # cleaning up after the first one: let it finish
+            return
+        self.fired = True
+        dead = self._table.dead_local_peers()
+        if dead:
+            names = ", ".join(self._table.describe(p) for p in dead)
+            raise self._table.lost(f"{names} exited, so rank {self._table.rank} stops too (no "
+                                   "checkpoint: it needs every rank; rerun to resume from the "
+                                   "newest one)")
+        raise self._table.lost(f"rank {self._table.rank} was stopped by SIGTERM (torchrun stops "
+                               "every rank when one fails or when it is asked to stop); no "
+                               "checkpoint was saved: rerun to resume from the newest one")
+
+
+def start_parent_watch(grace_s: float = 30.0, period_s: float = 1.0) -> threading.Thread:
+    """A daemon thread that stops this rank when its launcher (the parent process) dies:
+    SIGTERM to itself (handled by :class:`StopHandler`), then ``os._exit(1)`` after
+    ``grace_s`` if the main thread is stuck in a collective. Children of this rank
+    (env workers) watch their own parent and exit in turn."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(period_s)
+            if os.getppid() != parent:
+                print(f"[alf] rank pid {os.getpid()}: the launcher (pid {parent}) is gone; "
+                      "stopping", file=sys.stderr, flush=True)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(grace_s)
+                os._exit(1)
+
+    thread = threading.Thread(target=watch, name="alf-parent-watch", daemon=True)
+    thread.start()
+    return thread

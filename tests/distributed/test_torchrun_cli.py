@@ -1,0 +1,172 @@
+"""The real launcher: ``torchrun ... -m alf.bin.train`` across two "nodes" on this
+machine, and a rank killed mid-run."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ranks import REPO_ROOT, free_port
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+TINY_PPO = """
+include 'ppo_cart_pole.gin'
+create_environment.num_parallel_environments = 2
+ActorDistributionNetwork.fc_layer_params = (8,)
+ValueNetwork.fc_layer_params = (8,)
+TrainerConfig.num_env_steps = 0
+TrainerConfig.unroll_length = 8
+TrainerConfig.mini_batch_size = 8
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.evaluate = False
+TrainerConfig.summary_interval = 5
+TrainerConfig.checkpoint_interval = 1000
+TrainerConfig.progress_interval_seconds = 0.0
+"""
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"]
+                                     if env.get("PYTHONPATH") else "")
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _conf(tmp_path, extra=""):
+    path = tmp_path / "tiny.gin"
+    path.write_text(TINY_PPO + extra)
+    return str(path)
+
+
+def _children(pid):
+    """Every live descendant of ``pid``."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+    kids = {}
+    for line in out.splitlines():
+        p, pp = map(int, line.split())
+        kids.setdefault(pp, []).append(p)
+    found, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+def _rank_pid(launcher_pid, rank, deadline):
+    """The pid of the process torchrun started as ``rank``."""
+    while time.monotonic() < deadline:
+        for pid in _children(launcher_pid):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if f"RANK={rank}".encode() in env and b"alf.bin.train" in cmd:
+                return pid
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} did not start")
+
+
+def test_two_node_launch_on_localhost_completes_ppo(tmp_path):
+    """``--nnodes=2 --node_rank=0|1`` with the rendezvous on 127.0.0.1: node 1 has its
+    own root dir (as on a host without rank 0's disk), which stays absent."""
+    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 10\n")
+    port = free_port()
+    procs = []
+    for node in (0, 1):
+        cmd = TORCHRUN + ["--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
+                          "--master_addr=127.0.0.1", f"--master_port={port}",
+                          "-m", "alf.bin.train", f"--conf={conf}",
+                          f"--root_dir={tmp_path / f'node{node}'}"]
+        procs.append(subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    try:
+        outs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for node, (p, (_, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"node {node}:\n{err[-3000:]}"
+    root = tmp_path / "node0"
+    assert (root / "config.gin").is_file() and (root / "train" / "ckpt-0000000010.pt").is_file()
+    rows = (root / "progress.csv").read_text().splitlines()
+    # env steps are the run's: 10 iterations x 2 ranks x 2 envs x 8 steps
+    assert rows[-1].split(",")[:2] == ["10", str(10 * 2 * 2 * 8)]
+    assert not (tmp_path / "node1").exists()
+    # rank 0 alone prints progress
+    assert "[alf] iter 10" in outs[0][1] and "[alf] iter" not in outs[1][1]
+
+
+@pytest.mark.parametrize("async_unroll", [False, True], ids=["sync", "async"])
+def test_killed_rank_stops_the_other_naming_it(tmp_path, async_unroll):
+    """SIGKILL of rank 1 mid-run: rank 0 exits within 60 s with one line naming rank 1,
+    and nothing alf started is left running (env worker processes included)."""
+    extra = "TrainerConfig.num_iterations = 1000000\n"
+    if async_unroll:  # APPO: each rank has its own env worker process
+        extra += ("TrainerConfig.algorithm_ctor = @APPOAlgorithm\n"
+                  "APPOAlgorithm.optimizer = @alf.optimizers.Adam()\n"
+                  "TrainerConfig.async_unroll = True\nTrainerConfig.num_env_workers = 1\n"
+                  "TrainerConfig.env_groups_per_worker = 1\n")
+    conf = _conf(tmp_path, extra)
+    cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
+                      "alf.bin.train", f"--conf={conf}", f"--root_dir={tmp_path / 'run'}"]
+    shm_before = set(os.listdir("/dev/shm"))
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        victim = _rank_pid(launcher.pid, 1, deadline)
+        survivor = _rank_pid(launcher.pid, 0, deadline)
+        # wait until training runs (rank 0 wrote its first progress row)
+        progress = tmp_path / "run" / "progress.csv"
+        while time.monotonic() < deadline and not (
+                progress.exists() and len(progress.read_text().splitlines()) > 2):
+            assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+            time.sleep(0.2)
+        alf_procs = [survivor] + _children(survivor)
+        if async_unroll:  # rank 0's env worker is among what must be gone afterwards
+            assert len(alf_procs) >= 2, alf_procs
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        _, err = launcher.communicate(timeout=90)
+        took = time.monotonic() - killed_at
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert took < 60, f"the launcher took {took:.0f} s to exit"
+    assert launcher.returncode != 0
+    lines = [l for l in err.splitlines() if l.startswith("alf.bin.train: error:")]
+    assert len(lines) == 1, err[-3000:]
+    assert re.search(rf"rank 1 \(pid {victim}\) (has )?exited", lines[0]), lines[0]
+    time.sleep(1.0)
+    left = [p for p in alf_procs if os.path.exists(f"/proc/{p}")
+            and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not left, f"still running: {left}"
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_config_typo_is_reported_once_with_status_2(tmp_path):
+    """Rank 0 reads the config; a typo is one line (not one per rank), every rank exits 2
+    and nothing is written."""
+    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 2\nPPOAlgorithm.gamam = 0.9\n")
+    cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
+                      "alf.bin.train", f"--conf={conf}", f"--root_dir={tmp_path / 'run'}"]
+    done = subprocess.run(cmd, cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    lines = [l for l in done.stderr.splitlines() if l.startswith("alf.bin.train: error:")]
+    assert len(lines) == 1 and "gamam" in lines[0], done.stderr[-3000:]
+    # torchrun's failure table: both ranks exited with status 2
+    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", done.stderr)
+    assert set(codes) == {"2"} and len(codes) >= 2, done.stderr[-3000:]
+    assert not (tmp_path / "run").exists()
