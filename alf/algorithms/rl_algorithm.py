@@ -336,6 +336,11 @@ class RLAlgorithm(Algorithm):
                                                                        self._frame_stacker),
                                          experience.time_step.env_id[0] - self._env_id_base())
 
+    def _all_ranks(self, ready: bool) -> bool:
+        """``ready`` agreed over data-parallel ranks (their buffers may fill unevenly)."""
+        dp = self._context.data_parallel
+        return ready if dp is None else dp.all_ranks(ready)
+
     def _env_id_base(self) -> int:
         return int(getattr(self._unroller, "env_id_base", 0)) if self._unroller is not None else 0
 
@@ -457,7 +462,7 @@ class RLAlgorithm(Algorithm):
             mb_length = cfg.mini_batch_length if cfg is not None else 1
             if pending is not None:
                 gathered = pending  # async: a batch of [B, T+1] trajectories
-            elif int(self._replay_buffer.current_size().min()) < 2:
+            elif not self._all_ranks(int(self._replay_buffer.current_size().min()) >= 2):
                 return None  # too little data yet (first iterations of a short/fractional unroll)
             else:
                 gathered = self.gather_replay()
@@ -470,8 +475,8 @@ class RLAlgorithm(Algorithm):
                 self._replay_buffer.clear(keep_last=True)
         else:
             mb_length = self.replay_sequence_length()
-            if self._offline_buffer is None and \
-                    int(self._replay_buffer.current_size().max()) < mb_length:
+            if self._offline_buffer is None and not self._all_ranks(
+                    int(self._replay_buffer.current_size().max()) >= mb_length):
                 return None
             if mb_size is None:
                 raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")

@@ -230,13 +230,15 @@ def _run_unless_silent(main: Callable[[], Optional[int]], debug: bool) -> int:
     exit status without printing."""
     try:
         return main() or 0
-    except (UserError, RunFailedError, KeyboardInterrupt) as e:
+    except (UserError, RunFailedError, KeyboardInterrupt, TypeError, ValueError) as e:
         if not getattr(e, "alf_silent", False) or debug:
             raise
         if isinstance(e, KeyboardInterrupt):
             _ignore_further_interrupts()
-        return (EXIT_USAGE if isinstance(e, UserError) else
-                EXIT_INTERRUPTED if isinstance(e, KeyboardInterrupt) else EXIT_FAILED)
+            return EXIT_INTERRUPTED
+        if isinstance(e, (TypeError, ValueError)) and describe_call_error(e) is None:
+            raise  # not a config mistake: the traceback is the report
+        return EXIT_FAILED if isinstance(e, RunFailedError) else EXIT_USAGE
 
 
 def _interrupts_raise() -> None:

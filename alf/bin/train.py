@@ -37,8 +37,10 @@ def _main() -> int:
     try:
         try:
             trainer = _build_trainer(group)
-        except KeyboardInterrupt:
-            raise InterruptedBeforeTraining() from None
+        except KeyboardInterrupt as e:
+            interrupted = InterruptedBeforeTraining()
+            interrupted.alf_silent = getattr(e, "alf_silent", False)
+            raise interrupted from None
         trainer.run()
         completed = True
     finally:

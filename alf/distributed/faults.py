@@ -7,7 +7,7 @@ rank, each with one line that names the culprit:
 - a collective fails (gloo/NCCL see the dead peer's connection close):
   :meth:`PeerTable.describe_failure` names the local peers whose process is gone;
 - the launcher (torchrun's agent) sends SIGTERM after a worker died:
-  :func:`install_stop_handler` raises :class:`PeerLostError` in the main thread;
+  :class:`StopHandler` raises :class:`PeerLostError` in the main thread;
 - the launcher itself dies (its workers run in their own session, so nothing
   else would stop them): :func:`start_parent_watch` sends this process SIGTERM,
   and exits hard if the main thread is stuck in C++ for ``grace_s`` more.
@@ -19,7 +19,7 @@ import socket
 import sys
 import threading
 import time
-from typing import List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional
 
 from alf.errors import RunFailedError
 
@@ -133,14 +133,25 @@ def _first_line(error: BaseException) -> str:
 
 
 class StopHandler:
-    """SIGTERM in a rank: the launcher stops every worker when one failed (or was asked
-    to stop). Raises :class:`PeerLostError` naming the dead rank, once; the trainer
-    then closes its envs and exits with status 1 without saving (a checkpoint needs
-    every rank)."""
+    """SIGTERM in a rank. torchrun's agent sends it to every worker when one failed, or
+    when it is itself asked to stop (a second Ctrl-C, ``kill``):
+
+    - a rank on this host is gone: raise :class:`PeerLostError` naming it, once (the
+      trainer closes its envs and exits with status 1 without saving: a checkpoint
+      needs every rank);
+    - otherwise, while training (``on_stop_request`` set): count it as a Ctrl-C, so the
+      ranks still agree on a boundary and save a checkpoint (a save in progress is
+      never cut short); if a remote rank is gone, the next collective says so;
+    - otherwise (building, before the loop): raise :class:`PeerLostError`.
+
+    After the first raise (or :meth:`disarm`, when a failed collective already started
+    the cleanup) further SIGTERMs are ignored, so they cannot cut the cleanup short.
+    """
 
     def __init__(self, table: PeerTable):
         self._table = table
-        self.fired = False
+        self.disarmed = False
+        self.on_stop_request: Optional[Callable[[], None]] = None
         self._previous = None
 
     def install(self) -> None:
@@ -152,19 +163,33 @@ class StopHandler:
             signal.signal(signal.SIGTERM, self._previous)
             self._previous = None
 
+    def disarm(self) -> None:
+        self.disarmed = True
+
+    def ignore_from_now_on(self) -> None:
+        """SIGTERM ignored at the OS level until the process exits (it is leaving)."""
+        self.disarmed = True
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self._previous = None
+
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal API
-        if self.fired:  # cleaning up after the first one: let it finish
+        if self.disarmed:
             return
-        self.fired = True
         dead = self._table.dead_local_peers()
         if dead:
+            self.disarmed = True
             names = ", ".join(self._table.describe(p) for p in dead)
             raise self._table.lost(f"{names} exited, so rank {self._table.rank} stops too (no "
                                    "checkpoint: it needs every rank; rerun to resume from the "
                                    "newest one)")
-        raise self._table.lost(f"rank {self._table.rank} was stopped by SIGTERM (torchrun stops "
-                               "every rank when one fails or when it is asked to stop); no "
-                               "checkpoint was saved: rerun to resume from the newest one")
+        if self.on_stop_request is not None:
+            self.on_stop_request()
+            return
+        self.disarmed = True
+        raise self._table.lost(f"rank {self._table.rank} was stopped by SIGTERM before training "
+                               "started (torchrun stops every rank when one fails or when it "
+                               "is asked to stop)")
 
 
 def start_parent_watch(grace_s: float = 30.0, period_s: float = 1.0) -> threading.Thread:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, List, Optional, TypeVar
 import torch
 import torch.distributed as dist
 
+from alf.distributed import local_reduce
 from alf.distributed.faults import (PeerInfo, PeerLostError, PeerTable, StopHandler,
                                     start_parent_watch, this_peer)
 from alf.errors import UserError
@@ -58,6 +59,7 @@ class RankGroup:
         self.peers = peers
         self._owns_process_group = owns_process_group
         self._stop_handler = StopHandler(peers)
+        self._local = None  # a LocalReducer when every rank is on this host
         self._closed = False
 
     # ------------------------------------------------------------ lifecycle
@@ -67,16 +69,15 @@ class RankGroup:
         with a single rank). Installs the SIGTERM handler and the launcher watch."""
         if not launched_by_torchrun():
             return None
-        try:
-            timeout_s = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-        except ValueError:
-            raise UserError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a number of "
-                            "seconds") from None
+        timeout_s = _timeout_s()
         backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
         owns = not dist.is_initialized()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if torch.cuda.is_available() and local_rank < torch.cuda.device_count():
+            torch.cuda.set_device(local_rank)  # NCCL and this rank's "cuda" tensors
         if owns:
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
-        return cls.from_process_group(int(os.environ.get("LOCAL_RANK", "0")), owns)
+        return cls.from_process_group(local_rank, owns)
 
     @classmethod
     def from_process_group(cls, local_rank: int = 0,
@@ -87,12 +88,18 @@ class RankGroup:
         dist.all_gather_object(gathered, this_peer(rank, local_rank))
         group = cls(rank, world, local_rank, PeerTable([PeerInfo(*p) for p in gathered], rank),
                     owns_process_group)
+        if local_reduce.usable([p.host for p in group.peers.peers]):
+            group._local = local_reduce.LocalReducer(
+                rank, world, lambda obj: group.broadcast_object(obj, "sharing a buffer name"),
+                lambda: group._barrier("mapping the shared buffer"), group._check_peers,
+                _timeout_s())
         group._stop_handler.install()
         start_parent_watch()
         return group
 
     def close(self, completed: bool = False) -> None:
-        """Leave the process group (idempotent); the SIGTERM handler is removed.
+        """Leave the process group (idempotent); the SIGTERM handler is removed (after a
+        failure it stays, ignoring SIGTERM, until the process exits).
 
         Args:
             completed: every rank finished normally: wait for all of them first (a rank
@@ -103,22 +110,30 @@ class RankGroup:
         if self._closed:
             return
         self._closed = True
-        self._stop_handler.uninstall()
+        if completed:
+            self._stop_handler.uninstall()
+        else:  # leaving after a failure: a SIGTERM from torchrun must not cut the exit
+            # short, not even during interpreter shutdown (which resets Python handlers
+            # but keeps SIG_IGN); torchrun's SIGKILL after its shutdown timeout remains
+            self._stop_handler.ignore_from_now_on()
         if not (self._owns_process_group and dist.is_initialized()):
             return
         if completed:
             with self._guard("the final barrier"):
                 dist.barrier()
+        try:  # also after a failure: a live gloo group aborts the process at exit
             dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - peers may be gone
+            pass
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
-    @property
-    def stopped_by_signal(self) -> bool:
-        """Whether a SIGTERM from the launcher is being handled (cleanup in progress)."""
-        return self._stop_handler.fired
+    def on_stop_request(self, callback: Optional[Callable[[], None]]) -> None:
+        """While training: a SIGTERM from the launcher with every local rank alive calls
+        ``callback`` (the trainer counts it as a Ctrl-C) instead of raising."""
+        self._stop_handler.on_stop_request = callback
 
     def device_for(self, device: str) -> str:
         """The device of this rank: ``cuda`` without an index becomes ``cuda:<local_rank>``."""
@@ -135,7 +150,8 @@ class RankGroup:
             yield
         except PeerLostError:
             raise
-        except (RuntimeError, dist.DistError) as e:
+        except (RuntimeError, dist.DistError, TimeoutError) as e:
+            self._stop_handler.disarm()  # the cleanup that follows must not be cut short
             raise self.peers.lost(f"rank {self.rank}: {self.peers.describe_failure(e)} "
                                   f"(during {what}); this rank stops without saving (a "
                                   "checkpoint needs every rank): rerun to resume from the "
@@ -143,10 +159,25 @@ class RankGroup:
 
     def all_reduce_(self, tensor: torch.Tensor, what: str,
                     op: dist.ReduceOp = dist.ReduceOp.SUM) -> torch.Tensor:
-        """In place: ``tensor`` becomes the reduction over ranks (identical on all)."""
+        """In place: ``tensor`` becomes the reduction over ranks (identical on all).
+        Sums of contiguous CPU tensors between ranks of one host go through shared
+        memory (:mod:`alf.distributed.local_reduce`), everything else through gloo/NCCL."""
         with self._guard(what):
-            dist.all_reduce(tensor, op=op)
+            if (self._local is not None and op == dist.ReduceOp.SUM
+                    and tensor.device.type == "cpu" and tensor.is_contiguous()):
+                self._local.all_reduce_sum_(tensor)
+            else:
+                dist.all_reduce(tensor, op=op)
         return tensor
+
+    def _barrier(self, what: str) -> None:
+        with self._guard(what):
+            dist.barrier()
+
+    def _check_peers(self, waited_s: float) -> None:  # noqa: ARG002 - the reducer's hook
+        """Raise (for :meth:`_guard` to name) when a rank on this host has exited."""
+        if self.peers.dead_local_peers():
+            raise RuntimeError("a rank on this host has exited")
 
     def broadcast_(self, tensor: torch.Tensor, what: str) -> torch.Tensor:
         """In place: ``tensor`` becomes rank 0's."""
@@ -215,7 +246,7 @@ class RankGroup:
         if not failed:
             return
         if error is not None:
-            first = min(r for r, o in failed if o == mine)
+            first = min(r for r, o in failed if o[1] == mine[1])
             error.alf_silent = first != self.rank
             raise error
         rank, (_, message) = failed[0]
@@ -224,17 +255,31 @@ class RankGroup:
         raise lost
 
 
+def _timeout_s() -> float:
+    try:
+        return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+    except ValueError:
+        raise UserError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a number of "
+                        "seconds") from None
+
+
 def _first_message(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
 def _picklable(e: BaseException) -> BaseException:
-    """``e`` if it survives pickling, else a :class:`UserError`/:class:`RuntimeError` with
-    its message (gin wraps some exceptions in classes that do not pickle)."""
+    """``e`` if it survives pickling, else an exception of its first built-in (or alf)
+    base class with its message: gin wraps errors raised in a configurable in classes
+    that do not pickle, and the CLI maps a ValueError/TypeError/UserError to one line."""
     import pickle
     try:
         pickle.loads(pickle.dumps(e))
         return e
     except Exception:  # noqa: BLE001
-        cls = UserError if isinstance(e, UserError) else RuntimeError
-        return cls(str(e))
+        for cls in type(e).__mro__:
+            if cls.__module__ in ("builtins", "alf.errors") and cls is not BaseException:
+                try:
+                    return cls(str(e))
+                except Exception:  # noqa: BLE001 - a base class with another signature
+                    continue
+        return RuntimeError(str(e))

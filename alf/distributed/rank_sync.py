@@ -46,6 +46,13 @@ class DataParallel:
         """See :func:`alf.distributed.state_sync.average_gradients`."""
         average_gradients(self.group, params)
 
+    def all_ranks(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on every rank (one tiny all-reduce): for decisions that
+        depend on a rank's own data, e.g. whether its replay buffer is ready to train on,
+        which must come out the same everywhere or the ranks' updates would not pair up."""
+        v = torch.tensor([0.0 if flag else 1.0], dtype=torch.float64)
+        return float(self.group.all_reduce_(v, "agreeing whether to train")[0]) == 0.0
+
     def after_unroll(self, local_steps: int) -> int:
         """Merge every rank's new normaliser statistics (in rank order: the same merges
         on every rank) and return the env steps all ranks took in this unroll.

@@ -54,12 +54,12 @@ def average_gradients(group: RankGroup, params: Sequence[torch.Tensor]) -> None:
                                    dtype=dtype, device=device))
         flat = torch.cat(chunks)
         group.all_reduce_(flat, "the gradient all-reduce")
-        flags = flat[-len(index):]
+        flags = flat[-len(index):].tolist()  # one device sync, not one per parameter
         offset = 0
         for k, i in enumerate(index):
             p = params[i]
             size = p.numel()
-            if float(flags[k]) > 0:
+            if flags[k] > 0:
                 p.grad = flat[offset:offset + size].view_as(p).mul_(inv)
             offset += size
 

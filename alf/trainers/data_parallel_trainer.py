@@ -131,7 +131,9 @@ def check_drift(group: RankGroup, algorithm: Any, action: str,
             "updates state outside update_with_gradient, or the ranks' hardware rounds "
             "differently)")
     if action == "error":
-        raise RunFailedError(f"{what}; TrainerConfig.distributed_drift='resync' would copy "
-                             "rank 0's state over instead")
+        error = RunFailedError(f"{what}; TrainerConfig.distributed_drift='resync' would copy "
+                               "rank 0's state over instead")
+        error.alf_silent = not group.is_main  # every rank found the same: rank 0 says it
+        raise error
     notice(f"[alf] warning: {what}; copied rank 0's parameters and buffers to every rank")
     broadcast_state(group, algorithm)

@@ -115,6 +115,11 @@ class InterruptGuard:
         else:
             raise IterationAbandoned
 
+    def press(self) -> None:
+        """Count one more Ctrl-C as if SIGINT had arrived (a data-parallel rank's SIGTERM
+        from torchrun while every rank is alive: stop at the boundary and save)."""
+        self._handle(signal.SIGINT, None)
+
     @contextlib.contextmanager
     def shielded(self) -> Iterator[None]:
         """Defer Ctrl-C inside this block (checkpoint writes, shutdown); a Ctrl-C that

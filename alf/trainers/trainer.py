@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import torch
 
 from alf import config as alf_config
-from alf.errors import UserError
+from alf.errors import ConfigError, UserError
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs, build_algorithm
 from alf.metrics import EpisodeMetrics
@@ -127,6 +127,14 @@ class Trainer:
             self._offline_metrics = EpisodeMetrics(1, buffer_size=config.num_eval_episodes)
             return algorithm
         rank = self._group.rank if self._group is not None else 0
+        if config.async_unroll and self._group is not None and not config.unroll_length \
+                and config.async_mode == "processes":
+            raise ConfigError(
+                "torchrun with TrainerConfig.async_unroll=True and unroll_length=0 (each "
+                "iteration takes whatever trajectories are ready): the ranks would train on "
+                "batches of different sizes and their updates would not pair up. Set "
+                "TrainerConfig.unroll_length to the trajectory length (e.g. 32), or "
+                "async_mode='deterministic'")
         if config.async_unroll:
             from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
             specs = probe_env_specs()
@@ -327,12 +335,24 @@ class Trainer:
             if self._is_main:
                 self._writer = SummaryWriter(self._root_dir)
                 self._context.summary_writer = self._writer
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             self.close()
-            raise InterruptedBeforeTraining() from None
-        except BaseException:
+            self._agree_on_failure(e)
+            interrupted = InterruptedBeforeTraining()
+            interrupted.alf_silent = getattr(e, "alf_silent", False)
+            raise interrupted from None
+        except BaseException as e:
             self.close()
+            self._agree_on_failure(e)
             raise
+        if self._group is not None:  # e.g. rank 0 could not write root_dir
+            try:
+                self._group.check_together(None, "preparing the run directory")
+            except BaseException:
+                self.close()
+                raise
+        if self._group is not None:  # torchrun's SIGTERM while all ranks live = Ctrl-C
+            self._group.on_stop_request(self._interrupts.press)
         with self._interrupts:
             try:
                 self._loop()
@@ -349,8 +369,10 @@ class Trainer:
                 with self._interrupts.shielded():
                     self._shutdown(save=False)
                 newest = self._checkpointer.list_checkpoints()
-                raise TrainingInterrupted(None, self._context.iteration, abandoned=True,
-                                          newest=newest[0][1] if newest else None) from None
+                abandoned = TrainingInterrupted(None, self._context.iteration, abandoned=True,
+                                                newest=newest[0][1] if newest else None)
+                abandoned.alf_silent = not self._is_main  # rank 0 names the checkpoint
+                raise abandoned from None
             except BaseException:
                 # A crash mid-iteration leaves no trustworthy state to save: the newest
                 # checkpoint on disk stays the one to resume from.
@@ -359,6 +381,13 @@ class Trainer:
                 raise
             with self._interrupts.shielded():
                 self._shutdown(save=True)
+
+    def _agree_on_failure(self, error: BaseException) -> None:
+        """Data-parallel: tell the other ranks that preparing the run failed here (they
+        fail too instead of waiting in the training loop; one rank prints it)."""
+        from alf.distributed import PeerLostError
+        if self._group is not None and not isinstance(error, PeerLostError):
+            self._group.check_together(error, "preparing the run directory")
 
     def _shutdown(self, save: bool) -> Optional[str]:
         """Final save (unless the newest checkpoint is current), operative config, close."""

@@ -41,6 +41,12 @@ def _two_rank_checks(rank: int, init_file: str, out_dir: str) -> None:
             w = m[0].weight.data.view(-1).view(torch.int32)
             w[5] ^= 1
         results["drift_one_bit"] = find_drift(group, m)
+        # the periodic check copies rank 0's state over, naming what drifted (rank 0 warns)
+        from alf.trainers.data_parallel_trainer import check_drift
+        notices = []
+        check_drift(group, m, "resync", notices.append)
+        results["notices"] = notices
+        results["drift_after_resync"] = find_drift(group, m)
 
         # normaliser statistics: merged over ranks, identically, after each unroll
         spec = TensorSpec((2,), torch.float32)
@@ -87,6 +93,8 @@ def test_gradient_mean_broadcast_drift_and_statistics_over_two_ranks(tmp_path):
         assert gc is None
         assert res["drift_none"] == []
         assert res["drift_one_bit"] == [("0.weight", [1])]
+        assert res["drift_after_resync"] == []
+        assert len(res["notices"]) == 1 and "0.weight (rank 1)" in res["notices"][0]
         assert res["steps"] == 9
     for k, v in r0["state"].items():
         assert torch.equal(v, r1["state"][k]), k
@@ -100,3 +108,22 @@ def test_gradient_mean_broadcast_drift_and_statistics_over_two_ranks(tmp_path):
         assert torch.allclose(m["var"], both.var(0, unbiased=False))
     assert all(torch.equal(r0["moments"][k][f], r1["moments"][k][f])
                for k in r0["moments"] for f in ("count", "mean", "var"))
+
+
+def test_rank0_errors_reach_other_ranks_as_the_same_kind():
+    """An exception gin wraps in an unpicklable class travels as its built-in base class,
+    so every rank maps it to the same one-line exit (ValueError, not a traceback)."""
+    import pickle
+
+    from alf.distributed.rank_group import _picklable
+    from alf.errors import ConfigError
+
+    class Unpicklable(ValueError):
+        def __reduce__(self):
+            raise TypeError("cannot pickle")
+
+    e = _picklable(Unpicklable("TrainerConfig.num_iterations: 'many' is not a number"))
+    assert type(e) is ValueError and "many" in str(e)
+    pickle.dumps(e)
+    kept = ConfigError("typo")
+    assert _picklable(kept) is kept

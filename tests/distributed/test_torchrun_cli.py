@@ -155,18 +155,75 @@ def test_killed_rank_stops_the_other_naming_it(tmp_path, async_unroll):
     assert set(os.listdir("/dev/shm")) <= shm_before
 
 
-def test_config_typo_is_reported_once_with_status_2(tmp_path):
-    """Rank 0 reads the config; a typo is one line (not one per rank), every rank exits 2
-    and nothing is written."""
-    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 2\nPPOAlgorithm.gamam = 0.9\n")
+@pytest.mark.parametrize("extra,named", [
+    ("PPOAlgorithm.gamam = 0.9\n", "gamam"),  # typo: found by rank 0 parsing the config
+    ("TrainerConfig.num_iterations = 'many'\n", "many"),  # a bad value inside TrainerConfig
+    ("TrainerConfig.algorithm_ctor = @APPOAlgorithm\nAPPOAlgorithm.optimizer = "
+     "@alf.optimizers.Adam()\nTrainerConfig.async_unroll = True\n"
+     "TrainerConfig.unroll_length = 0\nTrainerConfig.max_unroll_length = 8\n",
+     "unroll_length"),  # found by every rank building: ranks would not pair up
+], ids=["typo", "bad_value", "async_take_ready"])
+def test_bad_config_is_reported_once_with_status_2(tmp_path, extra, named):
+    """A mistake is one line (not one per rank), every rank exits 2 and nothing is
+    written."""
+    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 2\n" + extra)
     cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
                       "alf.bin.train", f"--conf={conf}", f"--root_dir={tmp_path / 'run'}"]
     done = subprocess.run(cmd, cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode != 0
     lines = [l for l in done.stderr.splitlines() if l.startswith("alf.bin.train: error:")]
-    assert len(lines) == 1 and "gamam" in lines[0], done.stderr[-3000:]
+    assert len(lines) == 1 and named in lines[0], done.stderr[-3000:]
+    # no rank printed a traceback (torchrun's own, about ChildFailedError, is its business)
+    assert not re.search(r'File "[^"]*/alf/', done.stderr), done.stderr[-3000:]
     # torchrun's failure table: both ranks exited with status 2
     codes = re.findall(r"exitcode\s*:\s*(-?\d+)", done.stderr)
     assert set(codes) == {"2"} and len(codes) >= 2, done.stderr[-3000:]
     assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_on_torchrun_saves_one_checkpoint_and_a_single_process_resumes(tmp_path):
+    """SIGINT to the launcher: every rank stops at the same iteration, rank 0 writes one
+    checkpoint with every rank's part and says so once; the run then resumes (here in
+    a single process, which says that the checkpoint came from 2 ranks)."""
+    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 1000000\n")
+    root = tmp_path / "run"
+    cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
+                      "alf.bin.train", f"--conf={conf}", f"--root_dir={root}"]
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        progress = root / "progress.csv"
+        while time.monotonic() < deadline and not (
+                progress.exists() and len(progress.read_text().splitlines()) > 3):
+            assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+            time.sleep(0.2)
+        launcher.send_signal(signal.SIGINT)
+        _, err = launcher.communicate(timeout=60)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    # (torchrun itself reports the SIGINT it got with a traceback of its own)
+    assert not re.search(r'File "[^"]*/alf/', err), err[-3000:]
+    lines = [l for l in err.splitlines() if l.startswith("alf.bin.train: interrupted")]
+    assert len(lines) == 1 and "state saved in" in lines[0], err[-3000:]
+    ckpts = sorted((root / "train").glob("ckpt-*.pt"))
+    assert len(ckpts) == 1
+    saved_iteration = int(ckpts[0].stem.split("-")[1])
+    import torch
+    state = torch.load(ckpts[0], weights_only=True)
+    assert state["world_size"] == 2 and len(state["ranks"]) == 2
+    assert state["context"]["env_steps"] == saved_iteration * 2 * 2 * 8
+
+    more = saved_iteration + 3
+    done = subprocess.run([sys.executable, "-m", "alf.bin.train", f"--root_dir={root}",
+                           "--conf_param", f"TrainerConfig.num_iterations={more}"],
+                          cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resumed from iteration {saved_iteration:,}" in done.stderr
+    assert "saved by 2 rank(s), this run has 1" in done.stderr
+    rows = (root / "progress.csv").read_text().splitlines()
+    assert rows[-1].split(",")[:2] == [str(more), str(saved_iteration * 32 + 3 * 16)]
