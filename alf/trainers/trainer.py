@@ -454,7 +454,9 @@ class Trainer:
                 stop = self._interrupts.requested
                 if self._group is not None:
                     # all ranks stop at the same boundary; metrics pooled over ranks
-                    stop, metrics = dp.sync_end_of_iteration(self._group, stop, metrics)
+                    stop, merged = dp.sync_end_of_iteration(self._group, stop, metrics)
+                    if self._unroller is not None:  # pure offline: rank 0's evaluations
+                        metrics = merged
                     if cfg.distributed_check_interval and \
                             ctx.iteration % cfg.distributed_check_interval == 0:
                         dp.check_drift(self._group, alg, cfg.distributed_drift, self._notice)
