@@ -4,8 +4,9 @@ Why: gloo moves even a 10-float all-reduce through TCP and its own threads; on
 the 2-core reference machine one costs 1-2.5 ms, and PPO on CartPole does 20 of
 them per 64 ms iteration. Here each rank copies its tensor into its own row of a
 shared ``[2, world_size, capacity]`` buffer, publishes a sequence number, waits
-for everyone's, and adds the rows in rank order: ~10-50 us for small tensors,
-identical bits on every rank (same inputs, same order of elementwise adds).
+for everyone's, and adds the rows in rank order: 43 us for 10 floats, 0.85 ms for
+1M on that machine (gloo: 1.5 and 4.4 ms), identical bits on every rank (same
+inputs, same order of elementwise adds).
 
 Protocol for round ``k`` (``p = k % 2``): wait until every rank has finished
 reading round ``k - 2`` (which used the same half ``p``), write row
