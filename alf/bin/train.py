@@ -39,7 +39,8 @@ def _main() -> int:
             trainer = _build_trainer(group)
         except KeyboardInterrupt as e:
             interrupted = InterruptedBeforeTraining()
-            interrupted.alf_silent = getattr(e, "alf_silent", False)
+            interrupted.alf_silent = getattr(e, "alf_silent", False) or (
+                group is not None and not group.is_main)  # rank 0 says it
             raise interrupted from None
         trainer.run()
         completed = True

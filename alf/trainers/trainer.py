@@ -90,8 +90,12 @@ class Trainer:
                         seed=config.random_seed + 1_000_003, **self._offline_env_kwargs())
         except BaseException as e:
             self.close()
-            if rank_group is not None:  # the other ranks must not wait for this one
+            if rank_group is not None and not isinstance(e, KeyboardInterrupt):
+                # the other ranks must not wait for this one (a Ctrl-C reaches every rank
+                # at its own moment: no collective then, each just stops)
                 rank_group.check_together(e, "building the experiment")
+            if isinstance(e, KeyboardInterrupt) and not self._is_main:
+                e.alf_silent = True
             raise
         if rank_group is not None:
             try:
@@ -336,10 +340,9 @@ class Trainer:
                 self._writer = SummaryWriter(self._root_dir)
                 self._context.summary_writer = self._writer
         except KeyboardInterrupt as e:
-            self.close()
-            self._agree_on_failure(e)
+            self.close()  # no collective: each rank gets its own Ctrl-C at its own moment
             interrupted = InterruptedBeforeTraining()
-            interrupted.alf_silent = getattr(e, "alf_silent", False)
+            interrupted.alf_silent = getattr(e, "alf_silent", False) or not self._is_main
             raise interrupted from None
         except BaseException as e:
             self.close()
