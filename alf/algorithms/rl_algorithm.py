@@ -440,7 +440,9 @@ class RLAlgorithm(Algorithm):
         if self._offline_buffer is None:
             return self.sample_replay(batch_size, length)
         online = self._replay_buffer
-        ready = None if online is None else int(online.current_size().max()) >= length
+        ready = self.__dict__.get("_online_ready")  # agreed over ranks once per iteration
+        if ready is None and online is not None:
+            ready = int(online.current_size().max()) >= length
         n_off = self._mix.offline_rows(batch_size, ready)
         if n_off >= batch_size:
             return self.sample_replay(batch_size, length, self._offline_buffer)
@@ -480,6 +482,10 @@ class RLAlgorithm(Algorithm):
                 return None
             if mb_size is None:
                 raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")
+            if self._offline_buffer is not None and self._context.data_parallel is not None \
+                    and self._replay_buffer is not None:  # same offline/online mix on all ranks
+                self.__dict__["_online_ready"] = self._all_ranks(
+                    int(self._replay_buffer.current_size().max()) >= mb_length)
             per_batch = bool(cfg is not None and cfg.update_counter_every_mini_batch)
             for _ in range(num_updates):
                 experience = self.preprocess_experience(

@@ -230,15 +230,16 @@ def _run_unless_silent(main: Callable[[], Optional[int]], debug: bool) -> int:
     exit status without printing."""
     try:
         return main() or 0
-    except (UserError, RunFailedError, KeyboardInterrupt, TypeError, ValueError) as e:
-        if not getattr(e, "alf_silent", False) or debug:
+    except BaseException as e:  # noqa: BLE001 - re-raised unless silent
+        if isinstance(e, SystemExit) or not getattr(e, "alf_silent", False) or debug:
             raise
         if isinstance(e, KeyboardInterrupt):
             _ignore_further_interrupts()
             return EXIT_INTERRUPTED
-        if isinstance(e, (TypeError, ValueError)) and describe_call_error(e) is None:
-            raise  # not a config mistake: the traceback is the report
-        return EXIT_FAILED if isinstance(e, RunFailedError) else EXIT_USAGE
+        if isinstance(e, UserError) or (isinstance(e, (TypeError, ValueError))
+                                        and describe_call_error(e) is not None):
+            return EXIT_USAGE
+        return EXIT_FAILED
 
 
 def _interrupts_raise() -> None:

@@ -31,13 +31,30 @@ class PeerLostError(RunFailedError):
 class PeerInfo(NamedTuple):
     """Where one rank runs (exchanged once, when the group starts)."""
     rank: int
-    host: str
+    host: str  # the hostname, for messages
     pid: int
     local_rank: int
+    machine: str  # hostname + boot id + pid namespace: equal = pids and /dev/shm are shared
+
+
+def machine_identity() -> str:
+    """What makes two processes "on the same host" for pid checks and shared memory:
+    the hostname alone is not enough (containers with the host's network share it)."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            parts.append(f.read().strip())
+    except OSError:
+        pass
+    try:
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:
+        pass
+    return "/".join(parts)
 
 
 def this_peer(rank: int, local_rank: int) -> PeerInfo:
-    return PeerInfo(rank, socket.gethostname(), os.getpid(), local_rank)
+    return PeerInfo(rank, socket.gethostname(), os.getpid(), local_rank, machine_identity())
 
 
 def pid_alive(pid: int) -> bool:
@@ -67,16 +84,17 @@ class PeerTable:
         self.peers = list(peers)
         self.rank = rank
         self.host = peers[rank].host
+        self.machine = peers[rank].machine
 
     def dead_local_peers(self) -> List[PeerInfo]:
         """Ranks on this host whose process has exited."""
-        return [p for p in self.peers if p.rank != self.rank and p.host == self.host
+        return [p for p in self.peers if p.rank != self.rank and p.machine == self.machine
                 and not pid_alive(p.pid)]
 
     def reports(self) -> bool:
         """Whether this rank prints a peer failure: the lowest-numbered live rank on its
         host (so a failure is one line per host, not one per surviving rank)."""
-        alive = [p.rank for p in self.peers if p.host == self.host
+        alive = [p.rank for p in self.peers if p.machine == self.machine
                  and (p.rank == self.rank or pid_alive(p.pid))]
         return min(alive) == self.rank
 
@@ -87,7 +105,7 @@ class PeerTable:
         return error
 
     def describe(self, peer: PeerInfo) -> str:
-        where = "" if peer.host == self.host else f" on {peer.host}"
+        where = "" if peer.machine == self.machine else f" on {peer.host}"
         return f"rank {peer.rank} (pid {peer.pid}{where})"
 
     def describe_failure(self, error: Optional[BaseException] = None, wait_s: float = 2.0) -> str:
@@ -116,7 +134,7 @@ class PeerTable:
         hosts = set(re.findall(r"\[([^\]]+)\]:\d+", text))
         found = []
         for p in self.peers:
-            if p.rank == self.rank or p.host == self.host:
+            if p.rank == self.rank or p.machine == self.machine:
                 continue
             try:
                 addresses = {p.host, socket.gethostbyname(p.host)}

@@ -15,16 +15,18 @@ rows, set ``read[rank] = k``. x86-64 keeps stores (and loads) in program order,
 so a published sequence number implies the row before it is visible; the
 reducer is only used on x86-64 (elsewhere gloo does the work).
 
-The shared file is created by rank 0 under ``/dev/shm``, opened by every rank and
+The shared file is created by rank 0 under ``/dev/shm`` with its memory reserved
+(``posix_fallocate``: a full /dev/shm falls back to gloo with one line instead of
+a SIGBUS), opened by every rank, checked to be the same memory (a token), and
 unlinked as soon as all have mapped it, so nothing is left behind however the
-run ends. Waiting spins briefly, then yields, then sleeps 0.1 ms, and checks
+run ends. If any of that fails, every rank uses gloo from then on. Waiting spins briefly, then yields, then sleeps 0.1 ms, and checks
 every second that the other ranks' processes are alive (a dead one is named).
 """
 import os
 import platform
 import time
 import uuid
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -32,28 +34,37 @@ import torch
 ENABLE_ENV = "ALF_DIST_LOCAL_REDUCE"
 
 
-def usable(hosts: List[str]) -> bool:
-    """Whether every rank is on this host, the CPU orders stores (x86-64) and the user
-    did not switch it off (``ALF_DIST_LOCAL_REDUCE=0``)."""
-    return (len(set(hosts)) == 1 and platform.machine() in ("x86_64", "AMD64")
+def usable(machines: List[str]) -> bool:
+    """Whether every rank is on this host (same :func:`~alf.distributed.faults.
+    machine_identity`), the CPU orders stores (x86-64) and the user did not switch it
+    off (``ALF_DIST_LOCAL_REDUCE=0``). Whether they really share /dev/shm is checked
+    when the first buffer is mapped."""
+    return (len(set(machines)) == 1 and platform.machine() in ("x86_64", "AMD64")
             and os.environ.get(ENABLE_ENV, "1") != "0" and os.path.isdir("/dev/shm"))
 
 
 class _Segment:
-    """One dtype's shared rows and the control counters (written, read) per rank."""
+    """One dtype's shared rows and the control block: per rank (written, read), then a
+    token rank 0 writes so the others can tell that they mapped the same memory."""
 
     def __init__(self, path: str, world: int, capacity: int, dtype: torch.dtype):
         self.capacity = capacity
-        n_data = 2 * world * capacity
         item = torch.empty((), dtype=dtype).element_size()
-        # control first (int64, 2 per rank), then the rows; one file, one mapping
-        ctrl_bytes = 2 * world * 8
+        ctrl_bytes = (2 * world + 1) * 8
         pad = (-ctrl_bytes) % item
-        raw = torch.from_file(path, shared=True, size=ctrl_bytes + pad + n_data * item,
+        raw = torch.from_file(path, shared=True, size=ctrl_bytes + pad + 2 * world * capacity * item,
                               dtype=torch.uint8)
         self._raw = raw  # keeps the mapping alive
-        self.control = raw[:ctrl_bytes].view(torch.int64).view(world, 2).numpy()
+        ctrl = raw[:ctrl_bytes].view(torch.int64).numpy()
+        self.control = ctrl[:2 * world].reshape(world, 2)
+        self.token = ctrl[2 * world:]
         self.rows = raw[ctrl_bytes + pad:].view(dtype).view(2, world, capacity)
+
+    @staticmethod
+    def nbytes(world: int, capacity: int, dtype: torch.dtype) -> int:
+        item = torch.empty((), dtype=dtype).element_size()
+        ctrl_bytes = (2 * world + 1) * 8
+        return ctrl_bytes + (-ctrl_bytes) % item + 2 * world * capacity * item
 
 
 class LocalReducer:
@@ -61,47 +72,97 @@ class LocalReducer:
 
     Args:
         rank, world_size: this rank and the number of ranks (all on this host).
-        broadcast_object: rank 0's object on every rank (a gloo collective): used only
-            to hand out a new shared file's name.
-        barrier: every rank waits for all (a gloo collective).
+        broadcast_object: rank 0's object on every rank (a gloo collective): hands out a
+            new shared file's name.
+        all_ranks: ``flag -> bool``, whether ``flag`` holds on every rank (a gloo
+            collective): agrees that every rank mapped the same memory.
         check_peers: raises (naming the rank) if another rank's process is gone.
         timeout_s: a rank waited for longer than this is reported as hung.
+        warn: prints a line (rank 0) when shared memory cannot be used.
     """
 
     def __init__(self, rank: int, world_size: int, broadcast_object: Callable,
-                 barrier: Callable[[], None], check_peers: Callable[[float], None],
-                 timeout_s: float):
+                 all_ranks: Callable[[bool], bool], check_peers: Callable[[float], None],
+                 timeout_s: float, warn: Callable[[str], None] = lambda text: None):
         self._rank, self._world = rank, world_size
-        self._broadcast_object, self._barrier = broadcast_object, barrier
-        self._check_peers, self._timeout_s = check_peers, timeout_s
+        self._broadcast_object, self._all_ranks = broadcast_object, all_ranks
+        self._check_peers, self._timeout_s, self._warn = check_peers, timeout_s, warn
         self._segments: Dict[torch.dtype, _Segment] = {}
         self._round: Dict[torch.dtype, int] = {}
+        self.disabled = False  # shared memory failed once: every rank uses gloo from then
 
-    def _segment(self, dtype: torch.dtype, numel: int) -> _Segment:
-        """The segment for ``dtype`` with room for ``numel``: made (collectively, by
-        every rank at the same call: sizes are the same everywhere) when missing or small."""
+    def _segment(self, dtype: torch.dtype, numel: int) -> Optional[_Segment]:
+        """The segment for ``dtype`` with room for ``numel``, made (collectively: every
+        rank calls this at the same point, sizes being equal everywhere) when missing or
+        too small; None (on every rank) when shared memory cannot be used."""
         seg = self._segments.get(dtype)
         if seg is not None and seg.capacity >= numel:
             return seg
-        capacity = max(1024, 1 << (int(numel) - 1).bit_length())
-        path = None
+        capacity = max(1024, int(numel))
+        offer = None
         if self._rank == 0:
-            path = f"/dev/shm/alf-dp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        path = self._broadcast_object(path)
+            offer = self._create(_Segment.nbytes(self._world, capacity, dtype))
+        offer = self._broadcast_object(offer)
+        if offer is None:
+            return self._disable()
+        path, token = offer
+        seg = None
         try:
-            self._segments[dtype] = seg = _Segment(path, self._world, capacity, dtype)
-            self._barrier()  # every rank has mapped it
+            seg = _Segment(path, self._world, capacity, dtype)
+        except (OSError, RuntimeError):
+            seg = None
+        try:
+            # rank 0 wrote the token into the file before offering it: a rank sees it iff
+            # it shares rank 0's /dev/shm (containers with the host's network may not)
+            same = self._all_ranks(seg is not None and int(seg.token[0]) == token)
         finally:
-            if self._rank == 0 and os.path.exists(path):
-                os.unlink(path)
+            if self._rank == 0 or (seg is not None and int(seg.token[0]) != token):
+                _unlink(path)  # rank 0's after every rank mapped it; a stray copy at once
+        if not same:
+            return self._disable()
+        self._segments[dtype] = seg
         self._round[dtype] = 0
         return seg
 
-    def all_reduce_sum_(self, tensor: torch.Tensor) -> torch.Tensor:
-        """In place: ``tensor`` (CPU, contiguous) becomes the sum over ranks."""
+    def _create(self, nbytes: int):
+        """Rank 0: a new file of ``nbytes`` with its memory reserved now (a sparse file on
+        a full /dev/shm would kill the rank with SIGBUS at the first write)."""
+        path = f"/dev/shm/alf-dp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        except OSError as e:
+            self._warn(f"[alf] cannot create {path} ({e.strerror}): ranks sum through gloo")
+            return None
+        token = int.from_bytes(os.urandom(7), "little") | 1
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+            os.pwrite(fd, token.to_bytes(8, "little"), 2 * self._world * 8)  # x86: LE int64
+        except OSError as e:
+            os.close(fd)
+            _unlink(path)
+            self._warn(f"[alf] /dev/shm has no room for {nbytes / 2 ** 20:.1f} MiB "
+                       f"({e.strerror}): ranks sum gradients through gloo (slower for small "
+                       "models); enlarge /dev/shm (e.g. docker --shm-size) or set "
+                       "ALF_DIST_LOCAL_REDUCE=0 to choose gloo from the start")
+            return None
+        os.close(fd)
+        return path, token
+
+    def _disable(self) -> None:
+        self.disabled = True
+        self._segments.clear()
+        return None
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> bool:
+        """In place: ``tensor`` (CPU, contiguous) becomes the sum over ranks. False (on
+        every rank, nothing changed) when shared memory cannot be used: use gloo."""
+        if self.disabled:
+            return False
         flat = tensor.view(-1)
         n = flat.numel()
         seg = self._segment(tensor.dtype, n)
+        if seg is None:
+            return False
         k = self._round[tensor.dtype] + 1
         self._round[tensor.dtype] = k
         p, ctrl, rows = k % 2, seg.control, seg.rows
@@ -113,9 +174,12 @@ class LocalReducer:
         for r in range(1, self._world):  # rank order: the same bits on every rank
             flat.add_(rows[p, r, :n])
         ctrl[self._rank, 1] = k
-        return tensor
+        return True
 
     def _wait(self, ctrl: np.ndarray, column: int, target: int) -> None:
+        """Until every rank's counter in ``column`` reaches ``target``: spin ~a few us,
+        then yield, then sleep 0.1 ms, and 1 ms once waiting passed 50 ms (a rank that
+        evaluates or writes a checkpoint is waited for without burning a core)."""
         if target <= 0:
             return
         col = ctrl[:, column]
@@ -126,8 +190,8 @@ class LocalReducer:
             spins += 1
             if spins < 2000:
                 continue
-            time.sleep(0 if spins < 20000 else 0.0001)
             now = time.monotonic()
+            time.sleep(0 if spins < 20000 else (0.0001 if now - start < 0.05 else 0.001))
             if now >= next_check:
                 next_check = now + 1.0
                 self._check_peers(now - start)
@@ -135,3 +199,10 @@ class LocalReducer:
                     late = [r for r in range(self._world) if col[r] < target]
                     raise TimeoutError(f"rank(s) {late} did not reach the all-reduce within "
                                        f"{self._timeout_s:.0f} s")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

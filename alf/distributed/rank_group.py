@@ -17,6 +17,7 @@ deterministic in what it reduces); the timeout (``ALF_DIST_TIMEOUT_S``, default
 import contextlib
 import datetime
 import os
+import sys
 from typing import Any, Callable, Iterator, List, Optional, TypeVar
 
 import torch
@@ -88,11 +89,12 @@ class RankGroup:
         dist.all_gather_object(gathered, this_peer(rank, local_rank))
         group = cls(rank, world, local_rank, PeerTable([PeerInfo(*p) for p in gathered], rank),
                     owns_process_group)
-        if local_reduce.usable([p.host for p in group.peers.peers]):
+        if local_reduce.usable([p.machine for p in group.peers.peers]):
             group._local = local_reduce.LocalReducer(
                 rank, world, lambda obj: group.broadcast_object(obj, "sharing a buffer name"),
-                lambda: group._barrier("mapping the shared buffer"), group._check_peers,
-                _timeout_s())
+                lambda ok: all(group.all_gather_object(bool(ok), "mapping the shared buffer")),
+                group._check_peers, _timeout_s(),
+                warn=lambda text: print(text, file=sys.stderr, flush=True) if rank == 0 else None)
         group._stop_handler.install()
         start_parent_watch()
         return group
@@ -118,17 +120,29 @@ class RankGroup:
             self._stop_handler.ignore_from_now_on()
         if not (self._owns_process_group and dist.is_initialized()):
             return
-        if completed:
-            with self._guard("the final barrier"):
-                dist.barrier()
-        try:  # also after a failure: a live gloo group aborts the process at exit
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - peers may be gone
-            pass
+        try:
+            if completed:
+                with self._guard("the final barrier"):
+                    dist.barrier()
+        except BaseException:
+            self._stop_handler.ignore_from_now_on()
+            raise
+        finally:
+            try:  # also after a failure: a live gloo group aborts the process at exit
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - peers may be gone
+                pass
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    def leaving(self) -> None:
+        """This rank is stopping (after an agreed stop, a failure or the end): from now on
+        a SIGTERM from torchrun (sent when a faster rank already exited) is ignored, so it
+        cannot cut a checkpoint write or the cleanup short; a rank that is really gone
+        still fails the next collective, and torchrun's SIGKILL stays the backstop."""
+        self._stop_handler.disarm()
 
     def on_stop_request(self, callback: Optional[Callable[[], None]]) -> None:
         """While training: a SIGTERM from the launcher with every local rank alive calls
@@ -163,16 +177,11 @@ class RankGroup:
         Sums of contiguous CPU tensors between ranks of one host go through shared
         memory (:mod:`alf.distributed.local_reduce`), everything else through gloo/NCCL."""
         with self._guard(what):
-            if (self._local is not None and op == dist.ReduceOp.SUM
-                    and tensor.device.type == "cpu" and tensor.is_contiguous()):
-                self._local.all_reduce_sum_(tensor)
-            else:
+            if not (self._local is not None and op == dist.ReduceOp.SUM
+                    and tensor.device.type == "cpu" and tensor.is_contiguous()
+                    and self._local.all_reduce_sum_(tensor)):
                 dist.all_reduce(tensor, op=op)
         return tensor
-
-    def _barrier(self, what: str) -> None:
-        with self._guard(what):
-            dist.barrier()
 
     def _check_peers(self, waited_s: float) -> None:  # noqa: ARG002 - the reducer's hook
         """Raise (for :meth:`_guard` to name) when a rank on this host has exited."""

@@ -324,19 +324,18 @@ class Trainer:
             if resumed and self._overrides:
                 self._notice("[alf] applied to the saved config (kept for later resumes): "
                              + ", ".join(self._overrides))
-            if resumed and self._done():
+            complete = resumed and self._done()
+            if complete:
                 self._notice(
                     f"[alf] {self._root_dir} is already complete (iteration "
                     f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
                     "raise TrainerConfig.num_iterations / num_env_steps to continue")
-                self.close()
-                return
             from torch.utils.tensorboard import SummaryWriter
             # No purge_step: TensorBoard applies it to every tag, which would erase the
             # whole pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations).
             # Events a crashed run wrote past its checkpoint are dropped per tag by
             # TensorBoard when the resumed run's steps go back.
-            if self._is_main:
+            if self._is_main and not complete:
                 self._writer = SummaryWriter(self._root_dir)
                 self._context.summary_writer = self._writer
         except KeyboardInterrupt as e:
@@ -354,12 +353,16 @@ class Trainer:
             except BaseException:
                 self.close()
                 raise
+        if complete:
+            self.close()
+            return
         if self._group is not None:  # torchrun's SIGTERM while all ranks live = Ctrl-C
             self._group.on_stop_request(self._interrupts.press)
         with self._interrupts:
             try:
                 self._loop()
             except StopAtBoundary:
+                self._leaving()
                 self._notice("[alf] interrupted: saving a checkpoint and stopping ...")
                 with self._interrupts.shielded():
                     saved = self._shutdown(save=True)
@@ -369,6 +372,7 @@ class Trainer:
             except KeyboardInterrupt:
                 # Abandoned mid-iteration (third Ctrl-C): like a crash, that state is not
                 # trustworthy; the newest checkpoint stays the one to resume from.
+                self._leaving()
                 with self._interrupts.shielded():
                     self._shutdown(save=False)
                 newest = self._checkpointer.list_checkpoints()
@@ -379,11 +383,18 @@ class Trainer:
             except BaseException:
                 # A crash mid-iteration leaves no trustworthy state to save: the newest
                 # checkpoint on disk stays the one to resume from.
+                self._leaving()
                 with self._interrupts.shielded():
                     self._shutdown(save=False)
                 raise
+            self._leaving()
             with self._interrupts.shielded():
                 self._shutdown(save=True)
+
+    def _leaving(self) -> None:
+        """Data-parallel: from here this rank only stops (see :meth:`RankGroup.leaving`)."""
+        if self._group is not None:
+            self._group.leaving()
 
     def _agree_on_failure(self, error: BaseException) -> None:
         """Data-parallel: tell the other ranks that preparing the run failed here (they
@@ -398,6 +409,10 @@ class Trainer:
         try:
             if save and self._context.iteration != self._saved_iteration:
                 path = self.save_checkpoint()
+            if save and self._group is not None:
+                # the other ranks wait for rank 0's write: none exits early, so torchrun
+                # has no reason to stop rank 0 in the middle of it
+                self._group.check_together(None, "writing the final checkpoint")
         finally:
             if self._is_main:
                 self._write_operative_config()

@@ -24,7 +24,18 @@ def _ranks(world, check_peers=lambda waited: None, timeout_s=30.0):
             return out
         return bcast
 
-    return [LocalReducer(r, world, broadcast_object(r), barrier.wait, check_peers, timeout_s)
+    flags = {}
+
+    def all_ranks(rank):
+        def agree(flag):
+            flags[rank] = flag
+            barrier.wait()
+            out = all(flags.values())
+            barrier.wait()
+            return out
+        return agree
+
+    return [LocalReducer(r, world, broadcast_object(r), all_ranks(r), check_peers, timeout_s)
             for r in range(world)]
 
 
@@ -64,6 +75,7 @@ def test_sums_in_rank_order_identically_over_many_rounds_and_sizes():
 
     out, errors = _run(reducers, work)
     assert not errors, errors
+    assert not any(red.disabled for red in reducers)
     for i in range(5):
         expect = out[0][i][0] + out[1][i][0] + out[2][i][0]  # rank order
         for r in range(3):
@@ -100,3 +112,24 @@ def test_usable_only_on_one_host():
         assert not usable(["a", "a"])
     finally:
         del os.environ["ALF_DIST_LOCAL_REDUCE"]
+
+
+def test_no_room_in_dev_shm_falls_back_on_every_rank(monkeypatch):
+    """posix_fallocate failing (a full /dev/shm) turns the reducer off on every rank, with
+    one warning, instead of a SIGBUS at the first write."""
+    before = set(os.listdir("/dev/shm"))
+
+    def no_room(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_room)
+    warnings = []
+    reducers = _ranks(2)
+    for red in reducers:
+        red._warn = warnings.append
+
+    out, errors = _run(reducers, lambda rank, red: red.all_reduce_sum_(torch.ones(3)))
+    assert not errors and out == [False, False]
+    assert all(red.disabled for red in reducers)
+    assert len(warnings) == 1 and "/dev/shm has no room" in warnings[0]
+    assert set(os.listdir("/dev/shm")) <= before
