@@ -78,7 +78,12 @@ class RankGroup:
             torch.cuda.set_device(local_rank)  # NCCL and this rank's "cuda" tensors
         if owns:
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
-        return cls.from_process_group(local_rank, owns)
+        try:
+            return cls.from_process_group(local_rank, owns)
+        except BaseException:
+            if owns:  # a live gloo group aborts the process at exit
+                dist.destroy_process_group()
+            raise
 
     @classmethod
     def from_process_group(cls, local_rank: int = 0,
