@@ -12,7 +12,7 @@ episode metrics and when to stop.
   metrics of all ranks (their return windows pooled).
 """
 import math
-from typing import Any, List, NamedTuple, Sequence, Tuple
+from typing import Any, NamedTuple, Sequence, Tuple
 
 import torch
 
@@ -98,7 +98,7 @@ def sync_end_of_iteration(group: RankGroup, stop_requested: bool,
         stop_requested: this rank saw Ctrl-C (its interrupt guard's request).
         metrics: this rank's :class:`~alf.metrics.EpisodeMetrics`.
     """
-    returns, lengths = list(metrics._recent_returns), list(metrics._recent_lengths)
+    returns, lengths = metrics.recent_episodes()
     v = torch.tensor([float(stop_requested), sum(returns), float(len(returns)), sum(lengths),
                       float(metrics.num_episodes)], dtype=torch.float64)
     group.all_reduce_(v, "the end-of-iteration sync")
@@ -107,8 +107,3 @@ def sync_end_of_iteration(group: RankGroup, stop_requested: bool,
                            float(v[3]) / n if n else math.nan, int(v[4]))
     return bool(v[0] > 0), merged
 
-
-def rank_local_parts(group: RankGroup, part: Any) -> List[Any]:
-    """Rank 0 collects every rank's checkpoint part (RNG states, metrics, replay
-    buffer); None on the other ranks."""
-    return group.gather_object(part, "saving a checkpoint")

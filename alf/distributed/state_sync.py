@@ -99,9 +99,9 @@ def tensor_checksum(t: torch.Tensor) -> int:
 def find_drift(group: RankGroup, module: torch.nn.Module) -> List[Tuple[str, List[int]]]:
     """``[(state_dict key, ranks whose bits differ from rank 0's)]``, empty when every rank
     holds the same parameters and buffers (all ranks get the same answer)."""
-    names = list(state_tensors(module).keys())
-    sums = torch.tensor([tensor_checksum(t) for t in state_tensors(module).values()],
-                        dtype=torch.int64)
+    tensors = state_tensors(module)
+    names = list(tensors.keys())
+    sums = torch.tensor([tensor_checksum(t) for t in tensors.values()], dtype=torch.int64)
     every = group.all_gather_object(sums, "the parameter drift check")
     drift = []
     for k, name in enumerate(names):

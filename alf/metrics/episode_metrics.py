@@ -109,6 +109,11 @@ class EpisodeMetrics:
         return (sum(self._recent_lengths) / len(self._recent_lengths)
                 if self._recent_lengths else float("nan"))
 
+    def recent_episodes(self) -> Tuple[List[float], List[int]]:
+        """``(returns, lengths)`` of the episodes in the window (what the averages are of;
+        data-parallel ranks pool them)."""
+        return list(self._recent_returns), list(self._recent_lengths)
+
     def has_episodes(self) -> bool:
         return len(self._recent_returns) > 0
 
