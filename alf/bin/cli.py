@@ -172,7 +172,9 @@ def discover(program: str, argv0: str = "") -> Optional[int]:
         return None
     from alf import config_help
     config_help.register_all()
-    show_bound = bool(f.describe) and _parse_config_for_describe()
+    # the config first: its `import` lines register the user's own configurables
+    parsed = bool(f.describe or f.list_configurables) and _parse_config_for_describe()
+    show_bound = bool(f.describe) and parsed
     out = []
     if f.list_examples:
         out.append(config_help.format_examples(invocation(argv0, program)))

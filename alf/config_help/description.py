@@ -117,7 +117,7 @@ def describe(query: str, show_bound: bool = False) -> str:
         return "\n".join([f"{len(matches)} configurables match '{query}' "
                           "(--describe one of them for its parameters):"]
                          + [f"  {c.name:<{width}}{summary(c.target)}" for c in matches])
-    names = sorted({c.selector.split(".")[-1] for c in configurables()})
+    names = sorted({c.selector.split(".")[-1] for c in configurables(include_user=True)})
     close = difflib.get_close_matches(query, names, n=3, cutoff=0.5) or \
         difflib.get_close_matches(query.lower(), [n.lower() for n in names], n=3, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""

@@ -18,6 +18,7 @@ class Configurable:
     selector: str    # the registry key: module + name
     module: str
     target: Any      # the class or function
+    external: bool = False  # a gin.external_configurable (``torch.tanh``): only a @reference
 
 
 def register_all() -> None:
@@ -31,12 +32,16 @@ def register_all() -> None:
             continue
 
 
-def configurables(include_external: bool = False) -> List[Configurable]:
+def configurables(include_external: bool = False,
+                  include_user: bool = False) -> List[Configurable]:
     """Every registered configurable, sorted by selector; gin's own (``gin.macro``) excluded.
 
     Args:
         include_external: also return ``gin.external_configurable`` entries that
             are not alf's (``torch.tanh``, usable as ``@torch.tanh`` references).
+        include_user: also return configurables that modules outside alf declared with
+            ``@alf.configurable`` (a user's ``my_alg.py`` imported by their gin file),
+            which ``--describe`` and ``--list_configurables`` show like alf's own.
     """
     entries = [(str(s), c) for s, c in gin.config._REGISTRY.items()  # pylint: disable=W0212
                if not str(s).startswith("gin.")]
@@ -44,14 +49,21 @@ def configurables(include_external: bool = False) -> List[Configurable]:
     out = []
     for (selector, c), short in zip(entries, shorts):
         module = c.module or selector.rpartition(".")[0]
-        if not module.startswith("alf") and not include_external:
+        declared = module.startswith("alf") or _is_user(c)
+        if not (module.startswith("alf") or include_user and declared or include_external):
             continue
         # gin resolves a bare name when it is unique; alf.optimizers.* are conventionally
         # written with their module (alf.optimizers.Adam), externals always are.
-        bare = shorts.count(short) == 1 and module.startswith("alf") and \
-            module != "alf.optimizers"
-        out.append(Configurable(short if bare else selector, selector, module, c.wrapped))
+        bare = shorts.count(short) == 1 and declared and module != "alf.optimizers"
+        out.append(Configurable(short if bare else selector, selector, module, c.wrapped,
+                                external=not declared))
     return sorted(out, key=lambda c: c.selector)
+
+
+def _is_user(c: Any) -> bool:
+    """Declared outside alf with ``@alf.configurable``/``@gin.configurable``: gin records the
+    declaring module, where ``gin.external_configurable`` entries (``torch.tanh``) have none."""
+    return c.module is not None and not c.module.startswith(("alf", "gin"))
 
 
 def package_of(module: str) -> str:
@@ -61,8 +73,9 @@ def package_of(module: str) -> str:
 
 def find(query: str) -> List[Configurable]:
     """Configurables matching ``query``: an exact name/selector (also ignoring case), else
-    every one whose module-qualified name contains it (``PPO``, ``networks``)."""
-    entries = configurables()
+    every one whose module-qualified name contains it (``PPO``, ``networks``). Those of
+    the user's own imported modules count too."""
+    entries = configurables(include_user=True)
     for same in (lambda a, b: a == b, lambda a, b: a.lower() == b.lower()):
         exact = [c for c in entries
                  if same(c.name, query) or same(c.selector, query)
