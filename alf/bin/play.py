@@ -37,7 +37,8 @@ DEFAULT_MAX_EPISODE_STEPS = 27_000
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run (holds config.gin and train/).")
 flags.DEFINE_integer("num_episodes", 5, "Episodes to play.")
-flags.DEFINE_string("record_video", None, "Write an mp4 video of the episodes to this file.")
+flags.DEFINE_string("record_video", None, "Write an mp4 video of the episodes to this file "
+                    "(.mp4, .mkv, .mov or .avi; checked before playing).")
 flags.DEFINE_float("epsilon_greedy", None,
                    f"Probability of a uniformly random action per step. Default: {ATARI_EPSILON} "
                    "on Atari games (a greedy agent can wait forever for FIRE after a lost life), "
@@ -86,9 +87,9 @@ def _check_flags() -> None:
         raise ConfigError(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
     if FLAGS.epsilon_greedy is not None and not 0.0 <= FLAGS.epsilon_greedy <= 1.0:
         raise ConfigError(f"--epsilon_greedy must be in [0, 1], got {FLAGS.epsilon_greedy}")
-    if FLAGS.record_video and os.path.isdir(FLAGS.record_video):
-        raise ConfigError(f"--record_video {FLAGS.record_video} is a directory: give a file name "
-                          f"such as {os.path.join(FLAGS.record_video, 'play.mp4')}")
+    if FLAGS.record_video is not None:  # before anything is played or written
+        from alf.bin.video_path import check_video_path
+        check_video_path(FLAGS.record_video)
     if FLAGS.fps < 1:
         raise ConfigError(f"--fps must be >= 1, got {FLAGS.fps}")
     if FLAGS.max_episode_steps < 0:
