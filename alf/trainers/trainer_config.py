@@ -37,6 +37,8 @@ class TrainerConfig:
             (``create_environment.num_parallel_environments``) are split evenly.
         env_groups_per_worker: async: env groups per worker, stepped double-buffered
             (the policy acts for one group while the others' envs step); 1 disables it.
+            Left at the default, it is lowered (with a note) to the largest count that
+            splits a worker's envs evenly (1 for a single env).
         env_worker_threads: async: torch threads and env-engine (ale-py/envpool) threads
             per env group in a worker.
         max_policy_lag: async ``"processes"``: discard (and count) trajectories collected

@@ -37,10 +37,11 @@ import gin
 import torch
 
 from alf import nest as alf_nest
-from alf.errors import ConfigError, RunFailedError
+from alf.errors import RunFailedError
 from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
 from alf.unrollers.actor_worker import Trajectory
+from alf.unrollers.env_groups import split_envs
 from alf.unrollers.env_worker import WorkerSpec, build_actor
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
@@ -58,6 +59,15 @@ def configured_num_envs() -> int:
         return int(gin.query_parameter("create_environment.num_parallel_environments"))
     except ValueError:
         return 1
+
+
+def _bound(selector: str) -> bool:
+    """Whether the parsed config binds ``selector`` (else its default applies)."""
+    try:
+        gin.query_parameter(selector)
+        return True
+    except ValueError:
+        return False
 
 
 def probe_env_specs() -> EnvSpecs:
@@ -92,17 +102,11 @@ class AsyncUnroller:
         self._context = context
         self._mode = config.async_mode
         self._num_envs = configured_num_envs()
-        workers, groups = int(config.num_env_workers), int(config.env_groups_per_worker)
-        if self._mode == "serial":
-            workers = 1
-        if self._num_envs % (workers * groups):
-            raise ConfigError(
-                f"async unroll: create_environment.num_parallel_environments "
-                f"({self._num_envs}) must be a multiple of TrainerConfig.num_env_workers x "
-                f"env_groups_per_worker ({workers} x {groups}): each group gets the same "
-                "number of envs")
-        self._num_workers, self._groups = workers, groups
-        self._per_group = self._num_envs // (workers * groups)
+        workers = 1 if self._mode == "serial" else int(config.num_env_workers)
+        split = split_envs(self._num_envs, workers, int(config.env_groups_per_worker),
+                           groups_set=_bound("TrainerConfig.env_groups_per_worker"))
+        self._split_note = split.note  # printed when the workers start
+        self._num_workers, self._groups, self._per_group = workers, split.groups, split.per_group
         length = int(config.unroll_length) if config.unroll_length else int(config.max_unroll_length)
         self._take_all_ready = not config.unroll_length
         self._T = length
@@ -215,6 +219,8 @@ class AsyncUnroller:
         self._version = self._base_version = max(0, int(self._context.iteration) - 1)
         self._publish()
         mb = sum(s.nbytes for w in self._workers for s in w.slots) / 2 ** 20
+        if self._split_note and self._env_id_base == 0:  # rank 0 alone under torchrun
+            print(self._split_note, file=sys.stderr, flush=True)
         print(f"[alf] async unroll ({self._mode}): {self._num_workers} env worker(s) x "
               f"{self._groups} group(s) x {self._per_group} envs, {self._T}-step trajectories, "
               f"{self._slots_per_group} slots per group ({mb:,.0f} MiB)",
