@@ -3,7 +3,13 @@
 ``import alf`` registers every configurable (algorithms, networks,
 environments, trainer) so gin files can name them.
 """
-import torch.distributions as _td
+# Before torch (and its OpenMP runtime) loads: idle OpenMP threads sleep instead of
+# spinning on a core another process needs (alf.utils.cpu_budget).
+from alf.utils.cpu_budget import prefer_yielding_thread_pools as _prefer_yielding
+
+_prefer_yielding()
+
+import torch.distributions as _td  # noqa: E402
 
 from alf.config import configurable  # noqa: F401
 from alf import nest  # noqa: F401

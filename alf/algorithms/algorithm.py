@@ -246,6 +246,7 @@ class Algorithm(nn.Module):
                 clip_grad_norm_(params, factory.gradient_clipping)
             opt.step()
         self._context.num_updates += 1
+        self._context.tick_cpu_governor()
         return loss_info._replace(loss=loss.detach())
 
     # ------------------------------------------------------- rollout weights

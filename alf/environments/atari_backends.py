@@ -58,6 +58,7 @@ from alf.environments.backends import EnvRequest
 from alf.environments.env_ids import find_env_spec
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
+from alf.utils.cpu_budget import usable_cpus
 
 
 def atari_vector_problem(request: EnvRequest, backend: str) -> Optional[str]:
@@ -139,8 +140,12 @@ class _ChannelFirstVectorEnv(gym.vector.VectorObservationWrapper):
 
 
 def _num_threads(request: EnvRequest, configured: int) -> int:
-    """``request.num_threads`` (a per-worker cap) when set, else the gin-configured value."""
-    return int(configured if request.num_threads is None else request.num_threads)
+    """``request.num_threads`` (a per-worker cap) when set, else the gin-configured value;
+    0 becomes the CPUs this process may use (:func:`~alf.utils.cpu_budget.usable_cpus`:
+    the engines' own default counts every core of the host, a cgroup quota or an
+    affinity mask notwithstanding), at most one per env."""
+    n = int(configured if request.num_threads is None else request.num_threads)
+    return n if n > 0 else max(1, min(usable_cpus(), request.num_envs))
 
 
 @configurable
@@ -158,8 +163,8 @@ def ale_vector_env_backend(request: EnvRequest, num_threads: int = 0,
     Args:
         request: what to build (an Atari id); ``request.num_threads``, when
             not None, overrides ``num_threads``.
-        num_threads: C++ worker threads; 0: ale-py's default (one per CPU
-            core, at most ``num_envs``).
+        num_threads: C++ worker threads; 0: one per CPU this process may use, at
+            most ``num_envs``.
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
     """
     options = _atari_request(request, "ale_vector")
@@ -265,7 +270,8 @@ def envpool_env_backend(request: EnvRequest, num_threads: int = 0,
     Args:
         request: what to build (an Atari id); ``request.num_threads``, when
             not None, overrides ``num_threads``.
-        num_threads: envpool worker threads (0: one per env, up to the CPU count).
+        num_threads: envpool worker threads (0: one per CPU this process may use, at
+            most ``num_envs``).
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
     """
     options = check_envpool_request(request)  # options first: same errors without envpool

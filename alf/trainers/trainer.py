@@ -36,6 +36,7 @@ from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGu
 from alf.trainers.progress_log import ProgressLog
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.run_context import RunContext
+from alf.utils.cpu_budget import ThreadGovernor, usable_cpus
 from alf.trainers import data_parallel_trainer as dp
 from alf.utils.seeding import get_rng_state, set_random_seed, set_rng_state
 
@@ -71,11 +72,11 @@ class Trainer:
         if config.random_seed is None:
             config.random_seed = random.SystemRandom().randrange(2 ** 31)
             logging.info("TrainerConfig.random_seed not set; using %d", config.random_seed)
-        if config.num_threads:
-            torch.set_num_threads(int(config.num_threads))
         set_random_seed(config.random_seed)
         self._context = RunContext(config.num_iterations, config.num_env_steps,
                                    summary_interval=config.summary_interval)
+        self._context.cpu_governor = self._governor = _thread_governor(
+            config, rank_group, lambda: self._child_pids())
         self._env = None  # the sync unroller's training env (None when async)
         self._unroller = None  # None: pure offline training (no training env)
         self._offline_specs: Optional[EnvSpecs] = None  # pure offline: from the dataset
@@ -468,6 +469,7 @@ class Trainer:
                 if self._unroller is not None:
                     self._unroller.after_train_iter(alg)
                 iter_seconds += time.perf_counter() - t0
+                self._governor.tick()
                 metrics = self._metrics
                 stop = self._interrupts.requested
                 if self._group is not None:
@@ -524,7 +526,8 @@ class Trainer:
             iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
             ret = metrics.average_return()
             return (f"[alf] iter {ctx.iteration:,}{iters} | updates {ctx.num_updates:,} | "
-                    f"updates/s {ups:,.0f} | eval return {ret:.1f} | {elapsed:.1f}s")
+                    f"updates/s {ups:,.0f} | eval return {ret:.1f}"
+                    f"{self._governor.progress_note()} | {elapsed:.1f}s")
         target = (f"/{cfg.num_env_steps:,}" if cfg.num_env_steps else "")
         iters = (f"/{cfg.num_iterations:,}" if cfg.num_iterations else "")
         ret = metrics.average_return()
@@ -533,11 +536,17 @@ class Trainer:
             hybrid = f" | updates {ctx.num_updates:,}"  # offline phase steps no env)
         return (f"[alf] iter {ctx.iteration:,}{iters} | env steps {ctx.env_steps:,}{target} | "
                 f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,}"
-                f"{hybrid}{self._unroller_progress()} | {elapsed:.1f}s")
+                f"{hybrid}{self._unroller_progress()}{self._governor.progress_note()} | "
+                f"{elapsed:.1f}s")
 
     def _unroller_progress(self) -> str:
         text = getattr(self._unroller, "progress_text", None)
         return text() if text is not None else ""
+
+    def _child_pids(self):
+        """The env worker processes of an async unroller (their CPU is this run's own)."""
+        pids = getattr(self._unroller, "worker_pids", None)
+        return pids() if pids is not None else ()
 
     def _print_progress(self, metrics, fps: float, elapsed: float, ups: float = 0.0) -> None:
         self._print_line(self._progress_text(metrics, fps, elapsed, ups))
@@ -561,6 +570,9 @@ class Trainer:
             ctx.add_scalar("Metrics/AverageEpisodeLength", length)
         ctx.add_scalar("Metrics/NumEpisodes", metrics.num_episodes)
         ctx.add_scalar("Speed/FPS", fps)
+        ctx.add_scalar("Speed/torch_threads", self._governor.threads)
+        if self._governor.load.wait_share is not None:  # share of time waiting for a CPU
+            ctx.add_scalar("Speed/cpu_wait_share", self._governor.load.wait_share)
         if iter_seconds > 0:
             unroll_share = min(1.0, ctx.unroll_seconds / iter_seconds)
             ctx.add_scalar("Time/unroll_fraction", unroll_share)
@@ -620,3 +632,19 @@ class _SpecView:
 
 def _fmt(x: float) -> str:
     return "" if math.isnan(x) else f"{x:.3f}"
+
+
+def _thread_governor(config: TrainerConfig, rank_group, child_pids) -> ThreadGovernor:
+    """The :class:`ThreadGovernor` of this run's torch threads.
+
+    Under torchrun the ranks of one host split its CPUs evenly and pin their share
+    (ranks that picked different thread counts could round differently and drift
+    apart); the async deterministic mode pins too (bit-identical reruns)."""
+    maximum = config.num_threads
+    adaptive = config.adapt_threads and not (config.async_unroll and
+                                             config.async_mode == "deterministic")
+    if rank_group is not None:
+        share = max(1, usable_cpus() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+        maximum = min(int(maximum), share) if maximum else share
+        adaptive = False
+    return ThreadGovernor(maximum, adaptive=adaptive, child_pids=child_pids)

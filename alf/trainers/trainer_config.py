@@ -89,8 +89,16 @@ class TrainerConfig:
         summarize_first_interval: also write summaries at iteration 1.
         debug_summaries: extra (more expensive) summaries.
         progress_interval_seconds: seconds between console progress lines.
-        num_threads: torch intra-op threads (None = leave torch's default). Tiny
-            networks are fastest with 1.
+        num_threads: the most torch intra-op threads (None: every CPU this process may
+            use, i.e. its affinity mask capped by a cgroup CPU quota). Tiny networks are
+            fastest with 1. With ``adapt_threads`` the run uses fewer while other
+            processes keep its CPUs busy (docs/configuration.md, "Several runs on one
+            machine").
+        adapt_threads: every second, set torch's threads to the CPUs other processes
+            leave free (between 1 and ``num_threads``), so that a run next to another
+            CPU-bound process slows down by its fair share instead of fighting it for
+            cores. False pins exactly ``num_threads`` (float results can depend on the
+            thread count: pin it for bit-identical reruns on a machine that is not idle).
         metric_buffer_size: episodes averaged for AverageReturn / AverageEpisodeLength.
         save_replay_buffer: also checkpoint the replay buffer (a separate file).
         device: where the algorithm, its states and the replay buffer live ("cpu",
@@ -150,6 +158,7 @@ class TrainerConfig:
                  debug_summaries: bool = False,
                  progress_interval_seconds: float = 5.0,
                  num_threads: Optional[int] = None,
+                 adapt_threads: bool = True,
                  metric_buffer_size: int = 20,
                  save_replay_buffer: bool = False,
                  device: str = "cpu",
@@ -201,6 +210,7 @@ class TrainerConfig:
         self.debug_summaries = debug_summaries
         self.progress_interval_seconds = float(progress_interval_seconds)
         self.num_threads = num_threads
+        self.adapt_threads = bool(adapt_threads)
         self.distributed_check_interval = int(distributed_check_interval)
         self.distributed_drift = distributed_drift
         self.metric_buffer_size = int(metric_buffer_size)

@@ -153,6 +153,11 @@ class AsyncUnroller:
     def action_spec(self) -> Any:
         return self._specs.action_spec
 
+    def worker_pids(self) -> List[int]:
+        """Process ids of the live env worker processes (none in serial mode)."""
+        return [w.process.pid for w in self._workers
+                if w.process is not None and w.process.pid is not None]
+
     @property
     def restarts(self) -> int:
         """Env worker restarts so far (all workers)."""

@@ -33,6 +33,14 @@ class RunContext:
         # data-parallel runs (torchrun): an alf.distributed.DataParallel that averages
         # gradients and sums env steps over ranks; None in a single process
         self.data_parallel: Any = None
+        # an alf.utils.cpu_budget.ThreadGovernor sizing torch's threads to the CPUs other
+        # processes leave free; ticked after every gradient step (cheap unless due)
+        self.cpu_governor: Any = None
+
+    def tick_cpu_governor(self) -> None:
+        """Let the thread governor measure and resize if its period has passed."""
+        if self.cpu_governor is not None:
+            self.cpu_governor.tick()
 
     def count_env_steps(self, local_steps: int) -> int:
         """Add an unroll's env steps to ``env_steps``; in a data-parallel run every rank's

@@ -1,0 +1,178 @@
+"""alf.utils.cpu_budget: usable CPUs, the OpenMP wait policy, and the thread governor that
+gives the CPUs other processes keep busy back to them (issue 18, item 1)."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from alf.utils import cpu_budget
+from alf.utils.cpu_budget import (CpuLoad, CpuSample, ThreadGovernor, load_between,
+                                  prefer_yielding_thread_pools, threads_for, usable_cpus)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def restore_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def test_prefer_yielding_sets_passive_unless_user_chose():
+    env = {}
+    assert prefer_yielding_thread_pools(env) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert prefer_yielding_thread_pools(env) == {}
+    assert env["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("preset,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_import_alf_sets_the_wait_policy_before_torch_loads(preset, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    env["PYTHONPATH"] = REPO_ROOT
+    out = subprocess.run([sys.executable, "-c", "import os, sys; import alf; "
+                          "print(os.environ['OMP_WAIT_POLICY'])"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == expected
+
+
+def test_cgroup_quota_v2_and_v1(tmp_path):
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert cpu_budget._cgroup_cpu_quota(str(v2)) is None
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    assert cpu_budget._cgroup_cpu_quota(str(v2)) == pytest.approx(1.5)
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_budget._cgroup_cpu_quota(str(v1)) is None
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("300000\n")
+    assert cpu_budget._cgroup_cpu_quota(str(v1)) == pytest.approx(3.0)
+    assert cpu_budget._cgroup_cpu_quota(str(tmp_path / "missing")) is None
+
+
+def test_usable_cpus_is_capped_by_a_quota(monkeypatch):
+    monkeypatch.setattr(cpu_budget, "_affinity", lambda: list(range(64)))
+    monkeypatch.setattr(cpu_budget, "_cgroup_cpu_quota", lambda: 1.5)
+    assert usable_cpus() == 2  # a 1.5-CPU quota still runs 2 threads part of the time
+    monkeypatch.setattr(cpu_budget, "_cgroup_cpu_quota", lambda: None)
+    assert usable_cpus() == 64
+    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [3])
+    monkeypatch.setattr(cpu_budget, "_cgroup_cpu_quota", lambda: 8.0)
+    assert usable_cpus() == 1
+
+
+def _sample(wall, busy, own, run_wait=(0, 0), children=None):
+    return CpuSample(wall, busy, own, run_wait, children or {})
+
+
+def test_load_between_separates_other_jobs_from_own_children():
+    # 2 s: the CPUs were busy 3.6 CPU-s; this process used 1.0, its env worker 0.8
+    a = _sample(10.0, 100.0, 5.0, (0, 0), {42: 1.0})
+    b = _sample(12.0, 103.6, 6.0, (1_000_000_000, 500_000_000), {42: 1.8})
+    load = load_between(a, b, usable=2)
+    assert load.others == pytest.approx(1.3)  # (3.6 - 1.0) / 2: the worker counts here
+    assert load.foreign == pytest.approx(0.9)  # ... but not here: it is this run's own
+    assert load.wait_share == pytest.approx(1 / 3)
+    # a worker restarted under a new pid is not counted with a negative delta
+    c = _sample(14.0, 107.6, 7.0, (2_000_000_000, 500_000_000), {43: 0.1})
+    assert load_between(b, c, usable=2).foreign == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("others,current,expected", [
+    (0.0, 2, 2),   # idle machine: the maximum
+    (0.1, 1, 2),   # back to 2 once a whole CPU is free again
+    (0.9, 2, 1),   # a busy loop next door: give its CPU back
+    (0.4, 2, 2),   # noise does not flip the count
+    (0.4, 1, 1),   # ... either way
+    (2.0, 2, 1),   # never below 1
+    (None, 2, 2),  # nothing measured: unchanged
+])
+def test_threads_for(others, current, expected):
+    assert threads_for(CpuLoad(others, others, None), usable=2, maximum=2,
+                       current=current) == expected
+
+
+def test_threads_for_many_cores():
+    load = CpuLoad(5.2, 5.2, None)
+    assert threads_for(load, usable=16, maximum=16, current=16) == 11  # 10.8 free
+    assert threads_for(load, usable=16, maximum=4, current=4) == 4
+
+
+def _scripted(monkeypatch, samples):
+    it = iter(samples)
+    monkeypatch.setattr(CpuSample, "take", classmethod(lambda cls, cpus, pids=(): next(it)))
+
+
+def test_governor_resizes_torch_threads_and_reports_starvation(monkeypatch, restore_threads):
+    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
+    _scripted(monkeypatch, [
+        _sample(0.0, 0.0, 0.0, (0, 0)),
+        _sample(1.0, 2.0, 0.9, (900, 900)),     # another job used 1.1 CPUs; we waited 50%
+        _sample(2.0, 3.0, 1.9, (1900, 900)),    # it stopped: 0.0 CPUs
+    ])
+    gov = ThreadGovernor(2, adaptive=True)
+    assert gov.threads == 2 and torch.get_num_threads() == 2
+    assert gov.progress_note() == ""
+    assert gov.tick(force=True)
+    assert gov.threads == 1 and torch.get_num_threads() == 1
+    assert gov.starved
+    assert gov.progress_note() == (" | CPU-starved: other processes busy on 1.1 of 2 CPUs, "
+                                   "waited for a CPU 50% of the time; 1 torch thread")
+    assert gov.tick(force=True)
+    assert gov.threads == 2 and torch.get_num_threads() == 2 and not gov.starved
+
+
+def test_pinned_governor_keeps_its_count_but_still_reports(monkeypatch, restore_threads):
+    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
+    _scripted(monkeypatch, [_sample(0.0, 0.0, 0.0, (0, 0)), _sample(1.0, 2.0, 0.1, (10, 90))])
+    gov = ThreadGovernor(3, adaptive=False)
+    assert gov.threads == 3  # pinned: exactly what was asked, even above the CPU count
+    gov.tick(force=True)
+    assert gov.threads == 3 and torch.get_num_threads() == 3
+    assert "CPU-starved" in gov.progress_note()
+
+
+def test_governor_without_a_maximum_follows_omp_num_threads(monkeypatch, restore_threads):
+    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 8)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert ThreadGovernor(None).maximum == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert ThreadGovernor(None).maximum == 8
+    assert ThreadGovernor(16).maximum == 8  # adaptive: never more than the usable CPUs
+
+
+def test_governor_measures_real_busy_neighbours(restore_threads):
+    """The failure of issue 18 item 1, at its root: with every usable CPU kept busy by
+    other processes, a run with a thread per CPU drops to one torch thread and says it
+    is starved (before, its threads fought the neighbours for the cores)."""
+    usable = usable_cpus()
+    gov = ThreadGovernor(usable, adaptive=True)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(usable)]
+    try:
+        time.sleep(0.3)  # the hogs are running
+        gov.tick(force=True)
+        deadline = time.monotonic() + 1.0
+        x = 0
+        while time.monotonic() < deadline:  # this process wants a CPU too
+            x += 1
+        gov.tick(force=True)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    if gov.load.others is None:
+        pytest.skip("no /proc/stat on this system")
+    assert gov.load.others > usable - 1.0
+    assert gov.threads == 1 and torch.get_num_threads() == 1
+    assert gov.starved and "CPU-starved" in gov.progress_note()
