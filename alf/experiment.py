@@ -61,7 +61,8 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
         env=env if role == "learner" else None,
         config=None if role == "player" else config,
         context=context if context is not None else RunContext(
-            config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval))
+            config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval,
+            summarize_first_interval=config.summarize_first_interval))
     algorithm.set_data_transformer(transformer)
     device = config.device if role == "learner" else "cpu"  # actors/players act on the CPU
     try:

@@ -74,7 +74,8 @@ class Trainer:
             logging.info("TrainerConfig.random_seed not set; using %d", config.random_seed)
         set_random_seed(config.random_seed)
         self._context = RunContext(config.num_iterations, config.num_env_steps,
-                                   summary_interval=config.summary_interval)
+                                   summary_interval=config.summary_interval,
+                                   summarize_first_interval=config.summarize_first_interval)
         self._context.cpu_governor = self._governor = _thread_governor(
             config, rank_group, lambda: self._child_pids())
         self._env = None  # the sync unroller's training env (None when async)
@@ -483,7 +484,7 @@ class Trainer:
                 now = time.perf_counter()
                 fps = (ctx.env_steps - steps_at_start) / max(1e-9, now - start)
                 ups = (ctx.num_updates - updates_at_start) / max(1e-9, now - start)
-                if ctx.should_summarize() or (cfg.summarize_first_interval and ctx.iteration == 1):
+                if ctx.should_summarize():
                     self._summarize(metrics, fps, iter_seconds)
                 if cfg.evaluate and self._is_main and ctx.iteration % cfg.eval_interval == 0:
                     self._evaluate()

@@ -18,14 +18,18 @@ class RunContext:
         num_env_steps: total env steps planned (0 = unbounded).
         summary_writer: a ``torch.utils.tensorboard.SummaryWriter`` or None.
         summary_interval: write summaries every this many iterations.
+        summarize_first_interval: also at iteration 1 (and after the first gradient step),
+            so a run shorter than ``summary_interval`` still shows every tag.
     """
 
     def __init__(self, num_iterations: int = 0, num_env_steps: int = 0,
-                 summary_writer: Any = None, summary_interval: int = 50):
+                 summary_writer: Any = None, summary_interval: int = 50,
+                 summarize_first_interval: bool = True):
         self.num_iterations = int(num_iterations or 0)
         self.num_env_steps = int(num_env_steps or 0)
         self.summary_writer = summary_writer
         self.summary_interval = max(1, int(summary_interval))
+        self.summarize_first_interval = bool(summarize_first_interval)
         self.iteration = 0
         self.env_steps = 0
         self.num_updates = 0
@@ -61,13 +65,19 @@ class RunContext:
         return min(1.0, max(fractions)) if fractions else 0.0
 
     def should_summarize(self) -> bool:
-        """Whether summaries are due in the current iteration."""
-        return self.summary_writer is not None and self.iteration % self.summary_interval == 0
+        """Whether summaries are due in the current iteration (every ``summary_interval``
+        iterations, and iteration 1 with ``summarize_first_interval``)."""
+        return self.summary_writer is not None and (
+            self.iteration % self.summary_interval == 0
+            or (self.summarize_first_interval and self.iteration == 1))
 
     def should_summarize_update(self) -> bool:
         """``TrainerConfig.update_counter_every_mini_batch``: whether the gradient step just
-        taken (``num_updates``) is due for loss summaries."""
-        return self.summary_writer is not None and self.num_updates % self.summary_interval == 0
+        taken (``num_updates``) is due for loss summaries (the first one too with
+        ``summarize_first_interval``)."""
+        return self.summary_writer is not None and (
+            self.num_updates % self.summary_interval == 0
+            or (self.summarize_first_interval and self.num_updates == 1))
 
     def add_scalar(self, tag: str, value: Any, step: Optional[int] = None) -> None:
         """Write ``value`` under ``tag`` against ``step`` (default: iterations), and ``tag`` in

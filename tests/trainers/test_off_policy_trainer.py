@@ -271,8 +271,8 @@ def test_update_counter_every_mini_batch_writes_loss_summaries(make_trainer, tmp
     assert trainer.context.num_updates == 44
     steps = _scalar_steps(root, "Loss/DqnAlgorithm/loss")
     if per_mini_batch:
-        # every 3rd gradient step, written against the gradient-step counter
-        assert steps == list(range(3, 45, 3))
+        # the first and every 3rd gradient step, written against the gradient-step counter
+        assert steps == [1] + list(range(3, 45, 3))
     else:
         assert steps == [3, 6, 9, 12]  # every 3rd iteration
 
