@@ -13,6 +13,11 @@ dicts). Gin references (``@Name``, ``@Name()``, ``%MACRO``) are left alone:
 what they evaluate to is only known when they are called. Annotations this
 module does not understand (project classes, ``Any``) accept anything, so the
 check can only reject values that are certainly wrong.
+
+A number of the right type is then checked against the range its parameter
+declares (``gamma: Discount``, see :mod:`alf.config_ranges`), so ``gamma=1.5``
+or ``num_iterations=-5`` fail at the same point with a message of the same form.
+:func:`check_ranges` applies the same declarations to values set from Python.
 """
 import collections.abc
 import inspect
@@ -21,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gin
 
+from alf.config_ranges import Range
 from alf.errors import ConfigError
 
 _LITERAL_TYPES = (bool, int, float, complex, str, bytes, type(None), list, tuple, dict)
@@ -38,6 +44,7 @@ def check_bindings(location_of: Callable[[str], Optional[str]]) -> None:
         if target is None:
             continue
         hints = _type_hints(target)
+        declared = _type_hints(target, extras=True)  # with their Range declarations
         defaults = _defaults(target)
         for name, bound in params.items():
             if name not in hints:
@@ -51,11 +58,80 @@ def check_bindings(location_of: Callable[[str], Optional[str]]) -> None:
                     f"but the macro {macro} is not defined: add a line `{macro} = <value>`")
             if value is None and defaults.get(name, _UNDEFINED) is None:
                 continue  # the parameter's own default (``x: float = None``)
+            via = f" (through %{macro})" if macro else ""
             if matches(value, hints[name]) is False:
-                via = f" (through %{macro})" if macro else ""
                 raise ConfigError(
                     f"Config error ({location_of(shown) or 'the config'}): {shown} = {value!r}"
                     f"{via} is {_kind(value)}, but it must be {describe(hints[name])}")
+            why = out_of_range(value, declared.get(name))
+            if why:
+                raise ConfigError(
+                    f"Config error ({location_of(shown) or 'the config'}): {shown} = {value!r}"
+                    f"{via} is out of range: {why}")
+
+
+def check_ranges(owner: str, target: Callable, values: Dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` for the first of ``values`` (parameter name -> value) outside
+    the range its parameter of ``target`` declares (:mod:`alf.config_ranges`), in the
+    message form of :func:`check_bindings`. For values set from Python rather than gin
+    (``TrainerConfig(num_iterations=-5)``); non-literals (schedules) are not judged."""
+    declared = _type_hints(target, extras=True)
+    for name, value in values.items():
+        why = out_of_range(value, declared.get(name))
+        if why:
+            raise ConfigError(f"{owner}.{name} = {value!r} is out of range: {why}")
+
+
+def out_of_range(value: Any, annotation: Any) -> Optional[str]:
+    """Why the literal ``value`` lies outside the :class:`~alf.config_ranges.Range` that
+    ``annotation`` declares (``"it must be in [0, 1]"``, ``"item 2 must be > 0"``), or None
+    (inside, no range declared, or not a literal the annotation's type takes).
+
+    >>> from alf.config_ranges import Discount
+    >>> out_of_range(1.5, Discount), out_of_range(0.9, Discount)
+    ('it must be in [0, 1]', None)
+    """
+    found = _range_violation(value, annotation)
+    if found is None:
+        return None
+    where, rng = found
+    return f"{where or 'it'} must be {rng.describe()}"
+
+
+def _range_violation(value: Any, annotation: Any) -> Optional[Tuple[str, Range]]:
+    if annotation is None or not isinstance(value, _LITERAL_TYPES):
+        return None
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        inner = _range_violation(value, args[0])
+        if inner is not None:
+            return inner
+        if _is_number(value):
+            for rng in annotation.__metadata__:
+                if isinstance(rng, Range) and value not in rng:
+                    return "", rng
+        return None
+    if origin is typing.Union:  # the first arm the value fits decides
+        for arm in args:
+            if matches(value, arm) is True:
+                return _range_violation(value, arm)
+        return None
+    if isinstance(value, (list, tuple)) and args and (
+            origin in (list, tuple, collections.abc.Sequence)):
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            pairs = list(zip(value, args))
+        else:
+            pairs = [(v, args[0]) for v in value]
+        for i, (v, a) in enumerate(pairs):
+            inner = _range_violation(v, a)
+            if inner is not None:
+                return inner[0] or f"item {i + 1}", inner[1]
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 _UNDEFINED = object()
@@ -91,6 +167,8 @@ def matches(value: Any, annotation: Any) -> Optional[bool]:
         return True
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:  # a declared range (alf.config_ranges): the type inside
+        return matches(value, args[0])
     if origin is typing.Union:
         results = [matches(value, a) for a in args]
         if any(r is True for r in results):
@@ -147,6 +225,8 @@ def describe(annotation: Any) -> str:
     """A reader's name for a type hint: ``Optional[int]`` -> ``"an int or None"``."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return describe(args[0])
     if origin is typing.Union:
         parts = [describe(a) for a in args if a is not type(None)]
         if type(None) in args:
@@ -203,11 +283,11 @@ def _defaults(target: Callable) -> Dict[str, Any]:
         return {}
 
 
-def _type_hints(target: Callable) -> Dict[str, Any]:
+def _type_hints(target: Callable, extras: bool = False) -> Dict[str, Any]:
     try:
-        return typing.get_type_hints(target)
+        return typing.get_type_hints(target, include_extras=extras)
     except Exception:  # noqa: BLE001 - unresolvable forward references: nothing to check
         return {}
 
 
-__all__: List[str] = ["check_bindings", "matches", "describe"]
+__all__: List[str] = ["check_bindings", "check_ranges", "matches", "describe", "out_of_range"]

@@ -24,6 +24,7 @@ import alf
 from alf import nest as alf_nest
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.ppo_loss import PPOLoss
+from alf.config_ranges import Discount, Positive, UnitInterval
 from alf.data_structures import Experience, StepType
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import TensorSpec
@@ -79,10 +80,10 @@ class APPOAlgorithm(PPOAlgorithm):
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  value_network_ctor: Callable = ValueNetwork,
                  encoding_network_ctor: Optional[Callable] = None,
-                 gamma: float = 0.99, vtrace_lambda: float = 1.0,
-                 clip_rho_threshold: Optional[float] = 1.0,
-                 clip_c_threshold: Optional[float] = 1.0,
-                 clip_pg_rho_threshold: Optional[float] = 1.0,
+                 gamma: Discount = 0.99, vtrace_lambda: UnitInterval = 1.0,
+                 clip_rho_threshold: Optional[Positive] = 1.0,
+                 clip_c_threshold: Optional[Positive] = 1.0,
+                 clip_pg_rho_threshold: Optional[Positive] = 1.0,
                  loss_ctor: Callable = PPOLoss,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,

@@ -36,6 +36,7 @@ import torch
 import alf
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.sac_algorithm import sac_actor_network
+from alf.config_ranges import Discount, NonNegative, PositiveInt
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError, IncompatibleSpecError
 from alf.replay_buffers.n_step import Transition
@@ -80,9 +81,9 @@ class BcAlgorithm(OffPolicyAlgorithm):
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = bc_actor_network,
                  loss_type: Optional[str] = None,
-                 nll_action_margin: float = 1e-3,
+                 nll_action_margin: NonNegative = 1e-3,
                  optimizer: Optional[OptimizerFactory] = None,
-                 n_step: int = 1, gamma: float = 0.99,
+                 n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "BcAlgorithm"):
         if not isinstance(action_spec, TensorSpec) or not (

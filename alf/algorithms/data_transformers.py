@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 
 import alf
+from alf.config_ranges import Discount, NonNegative, Positive
 from alf.data_structures import StepType, TimeStep
 from alf.errors import ConfigError
 from alf.tensor_specs import TensorSpec, zeros_from_spec
@@ -249,8 +250,8 @@ class ObservationNormalizer(DataTransformer):
     Statistics (:meth:`pop_statistics`): ``{nest path: {"count", "mean", "var"}}``.
     """
 
-    def __init__(self, observation_spec: Nest, clipping: Optional[float] = 5.0,
-                 epsilon: float = 1e-8, fields: Optional[Sequence[str]] = None):
+    def __init__(self, observation_spec: Nest, clipping: Optional[NonNegative] = 5.0,
+                 epsilon: NonNegative = 1e-8, fields: Optional[Sequence[str]] = None):
         super().__init__(observation_spec)
         self.normalizer = NestNormalizer(observation_spec, clip=clipping, epsilon=epsilon,
                                          fields=fields)
@@ -348,8 +349,8 @@ class RewardNormalizer(DataTransformer):
 
     changes_observation = False
 
-    def __init__(self, observation_spec: Nest, gamma: float = 0.99,
-                 clip_value: Optional[float] = 10.0, epsilon: float = 1e-8,
+    def __init__(self, observation_spec: Nest, gamma: Discount = 0.99,
+                 clip_value: Optional[Positive] = 10.0, epsilon: NonNegative = 1e-8,
                  update_max_calls: Optional[int] = None, reward_shape: Sequence[int] = ()):
         super().__init__(observation_spec, state_spec=TensorSpec(reward_shape, torch.float32))
         self._gamma = gamma

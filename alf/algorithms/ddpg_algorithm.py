@@ -20,6 +20,7 @@ import torch
 
 import alf
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.config_ranges import Discount, NonNegative, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError, IncompatibleSpecError
 from alf.networks.actor_networks import ActorNetwork
@@ -60,14 +61,15 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorNetwork,
                  critic_network_ctor: Callable = CriticNetwork,
-                 num_critics: int = 1,
-                 exploration_noise: float = 0.1,
-                 target_policy_noise: float = 0.0,
-                 target_noise_clip: float = 0.5,
-                 actor_update_period: int = 1,
+                 num_critics: PositiveInt = 1,
+                 exploration_noise: NonNegative = 0.1,
+                 target_policy_noise: NonNegative = 0.0,
+                 target_noise_clip: NonNegative = 0.5,
+                 actor_update_period: PositiveInt = 1,
                  actor_optimizer: Optional[OptimizerFactory] = None,
                  critic_optimizer: Optional[OptimizerFactory] = None,
-                 n_step: int = 1, gamma: float = 0.99, target_update_tau: float = 0.005,
+                 n_step: PositiveInt = 1, gamma: Discount = 0.99,
+                 target_update_tau: UpdateRate = 0.005,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "DdpgAlgorithm"):
         if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous()

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import alf
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.config_ranges import Discount, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError, IncompatibleSpecError
 from alf.networks.q_networks import QNetwork
@@ -56,8 +57,9 @@ class DqnAlgorithm(OffPolicyAlgorithm):
                  epsilon_greedy: Schedule = LinearSchedule(1.0, 0.05, end_progress=0.1),
                  loss: str = "huber",
                  optimizer: Optional[OptimizerFactory] = None,
-                 n_step: int = 1, gamma: float = 0.99, target_update_tau: float = 1.0,
-                 target_update_period: int = 1000,
+                 n_step: PositiveInt = 1, gamma: Discount = 0.99,
+                 target_update_tau: UpdateRate = 1.0,
+                 target_update_period: PositiveInt = 1000,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "DqnAlgorithm"):
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_discrete()

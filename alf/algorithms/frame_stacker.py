@@ -28,6 +28,7 @@ import torch
 import alf
 from alf import nest as alf_nest
 from alf.algorithms.data_transformers import DataTransformer
+from alf.config_ranges import PositiveInt
 from alf.data_structures import StepType, TimeStep
 from alf.errors import ConfigError
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -66,7 +67,7 @@ class FrameStacker(DataTransformer):
 
     stacks_frames = True
 
-    def __init__(self, observation_spec: Nest, stack_size: int = 4, stack_axis: int = 0,
+    def __init__(self, observation_spec: Nest, stack_size: PositiveInt = 4, stack_axis: int = 0,
                  fields: Optional[Sequence[str]] = None):
         if int(stack_size) < 1:
             raise ConfigError(f"FrameStacker.stack_size must be >= 1, got {stack_size}")

@@ -22,6 +22,7 @@ import torch
 
 import alf
 from alf.algorithms.appo_algorithm import APPOAlgorithm
+from alf.config_ranges import Discount, NonNegative, Positive, UnitInterval
 from alf.data_structures import LossInfo, StepType
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import TensorSpec
@@ -49,7 +50,8 @@ class ImpalaLoss:
         td_error_loss_fn: element-wise ``fn(target, pred)``.
     """
 
-    def __init__(self, entropy_regularization: float = 0.01, td_loss_weight: float = 0.5,
+    def __init__(self, entropy_regularization: NonNegative = 0.01,
+                 td_loss_weight: NonNegative = 0.5,
                  normalize_advantages: bool = False,
                  td_error_loss_fn: Callable = element_wise_squared_loss):
         self.entropy_regularization = entropy_regularization
@@ -97,10 +99,10 @@ class ImpalaAlgorithm(APPOAlgorithm):
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  value_network_ctor: Callable = ValueNetwork,
                  encoding_network_ctor: Optional[Callable] = None,
-                 gamma: float = 0.99, vtrace_lambda: float = 1.0,
-                 clip_rho_threshold: Optional[float] = 1.0,
-                 clip_c_threshold: Optional[float] = 1.0,
-                 clip_pg_rho_threshold: Optional[float] = 1.0,
+                 gamma: Discount = 0.99, vtrace_lambda: UnitInterval = 1.0,
+                 clip_rho_threshold: Optional[Positive] = 1.0,
+                 clip_c_threshold: Optional[Positive] = 1.0,
+                 clip_pg_rho_threshold: Optional[Positive] = 1.0,
                  loss_ctor: Callable = ImpalaLoss,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,

@@ -45,7 +45,7 @@ with the host.
 """
 import math
 from functools import partial
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Annotated, Any, Callable, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ import torch.distributions as td
 
 import alf
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.config_ranges import Discount, NonNegative, Positive, PositiveInt, Range, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, NormalProjectionNetwork, ValueNetwork
@@ -65,6 +66,9 @@ from alf.utils.run_context import RunContext
 from alf.utils.schedules import Schedule
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+Expectile = Annotated[float, Range(0, 1, low_open=True, high_open=True)]
 
 
 class IqlInfo(NamedTuple):
@@ -152,15 +156,16 @@ class IqlAlgorithm(OffPolicyAlgorithm):
                  actor_network_ctor: Callable = iql_actor_network,
                  critic_network_ctor: Callable = CriticNetwork,
                  value_network_ctor: Callable = iql_value_network,
-                 num_critics: int = 2,
-                 expectile: float = 0.7,
-                 temperature: float = 3.0,
-                 max_weight: float = 100.0,
-                 nll_action_margin: float = 1e-3,
+                 num_critics: PositiveInt = 2,
+                 expectile: Expectile = 0.7,
+                 temperature: NonNegative = 3.0,
+                 max_weight: Positive = 100.0,
+                 nll_action_margin: NonNegative = 1e-3,
                  actor_optimizer: Optional[OptimizerFactory] = None,
                  critic_optimizer: Optional[OptimizerFactory] = None,
-                 n_step: int = 1, gamma: float = 0.99, target_update_tau: float = 0.005,
-                 target_update_period: int = 1,
+                 n_step: PositiveInt = 1, gamma: Discount = 0.99,
+                 target_update_tau: UpdateRate = 0.005,
+                 target_update_period: PositiveInt = 1,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "IqlAlgorithm"):
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_continuous()

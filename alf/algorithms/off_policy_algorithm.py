@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.config_ranges import Discount, PositiveInt, UpdateRate
 from alf.data_structures import BatchInfo, Experience, LossInfo
 from alf.errors import ConfigError
 from alf.replay_buffers.n_step import Transition, make_transitions
@@ -48,9 +49,9 @@ class OffPolicyAlgorithm(RLAlgorithm):
     whole_replay_buffer_training = False
     clear_replay_buffer = False
 
-    def __init__(self, observation_spec: Any, action_spec: Any, n_step: int = 1,
-                 gamma: float = 0.99, target_update_tau: float = 0.005,
-                 target_update_period: int = 1, **kwargs):
+    def __init__(self, observation_spec: Any, action_spec: Any, n_step: PositiveInt = 1,
+                 gamma: Discount = 0.99, target_update_tau: UpdateRate = 0.005,
+                 target_update_period: PositiveInt = 1, **kwargs):
         super().__init__(observation_spec, action_spec, **kwargs)
         if n_step < 1:
             raise ConfigError(f"{type(self).__name__}.n_step must be >= 1, got {n_step}")

@@ -11,6 +11,7 @@ import alf
 from alf import nest as alf_nest
 from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm, ActorCriticState
 from alf.algorithms.ppo_loss import PPOLoss
+from alf.config_ranges import Discount, UnitInterval
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -66,7 +67,8 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  value_network_ctor: Callable = ValueNetwork,
                  encoding_network_ctor: Optional[Callable] = None,
-                 gamma: float = 0.99, gae_lambda: float = 0.95, loss_ctor: Callable = PPOLoss,
+                 gamma: Discount = 0.99, gae_lambda: UnitInterval = 0.95,
+                 loss_ctor: Callable = PPOLoss,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "PPOAlgorithm"):

@@ -46,6 +46,7 @@ from torch import nn
 import alf
 from alf import nest as alf_nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.config_ranges import Discount, NonNegative, Positive, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
 from alf.errors import ConfigError, IncompatibleSpecError
 from alf.networks import ActorDistributionNetwork, NormalProjectionNetwork
@@ -113,18 +114,19 @@ class SacAlgorithm(OffPolicyAlgorithm):
                  actor_network_ctor: Callable = sac_actor_network,
                  critic_network_ctor: Callable = CriticNetwork,
                  q_network_ctor: Callable = QNetwork,
-                 num_critics: int = 2,
-                 target_critic_subset: Optional[int] = None,
+                 num_critics: PositiveInt = 2,
+                 target_critic_subset: Optional[PositiveInt] = None,
                  critic_entropy_backup: bool = True,
                  actor_critic_reduction: str = "min",
                  target_entropy: Optional[float] = None,
-                 initial_alpha: float = 1.0,
-                 fixed_alpha: Optional[float] = None,
+                 initial_alpha: Positive = 1.0,
+                 fixed_alpha: Optional[NonNegative] = None,
                  actor_optimizer: Optional[OptimizerFactory] = None,
                  critic_optimizer: Optional[OptimizerFactory] = None,
                  alpha_optimizer: Optional[OptimizerFactory] = None,
-                 n_step: int = 1, gamma: float = 0.99, target_update_tau: float = 0.005,
-                 target_update_period: int = 1,
+                 n_step: PositiveInt = 1, gamma: Discount = 0.99,
+                 target_update_tau: UpdateRate = 0.005,
+                 target_update_period: PositiveInt = 1,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "SacAlgorithm"):
         if not isinstance(action_spec, TensorSpec) or not (

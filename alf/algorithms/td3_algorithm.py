@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 
 import alf
 from alf.algorithms.ddpg_algorithm import DdpgAlgorithm
+from alf.config_ranges import Discount, NonNegative, PositiveInt, UpdateRate
 from alf.networks.actor_networks import ActorNetwork
 from alf.networks.critic_networks import CriticNetwork
 from alf.tensor_specs import TensorSpec
@@ -25,14 +26,15 @@ class Td3Algorithm(DdpgAlgorithm):
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorNetwork,
                  critic_network_ctor: Callable = CriticNetwork,
-                 num_critics: int = 2,
-                 exploration_noise: float = 0.1,
-                 target_policy_noise: float = 0.2,
-                 target_noise_clip: float = 0.5,
-                 actor_update_period: int = 2,
+                 num_critics: PositiveInt = 2,
+                 exploration_noise: NonNegative = 0.1,
+                 target_policy_noise: NonNegative = 0.2,
+                 target_noise_clip: NonNegative = 0.5,
+                 actor_update_period: PositiveInt = 2,
                  actor_optimizer: Optional[OptimizerFactory] = None,
                  critic_optimizer: Optional[OptimizerFactory] = None,
-                 n_step: int = 1, gamma: float = 0.99, target_update_tau: float = 0.005,
+                 n_step: PositiveInt = 1, gamma: Discount = 0.99,
+                 target_update_tau: UpdateRate = 0.005,
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "Td3Algorithm"):
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec,

@@ -49,16 +49,27 @@ def _heads(c: Configurable, params: List[Parameter], show_bound: bool,
     return heads
 
 
+def _help(p: Parameter) -> str:
+    """A parameter's help line: its doc, then its declared range (``Must be in [0, 1].``)."""
+    doc = p.doc or "(undocumented)"
+    if not p.range:
+        return doc
+    rule = (f"Items must be {p.range[len('items '):]}" if p.range.startswith("items ")
+            else f"Must be {p.range}")
+    return f"{doc}{'' if doc.endswith('.') else '.'} {rule}."
+
+
 def format_parameter(matches: List[Configurable], param: str, show_bound: bool = False) -> str:
     """``--describe Name.param``: one entry per configurable, ``Name.param = default  help``."""
     rows = []
     for c in matches:
         params = [p for p in bindable(c)[0] if p.name == param]
-        rows += [(h, p.doc) for h, p in zip(_heads(c, params, show_bound, c.name + "."), params)]
+        rows += [(h, _help(p)) for h, p in zip(_heads(c, params, show_bound, c.name + "."),
+                                               params)]
     column = min(44, max(len(h) for h, _ in rows) + 2)
     lines = []
     for head, doc in rows:
-        lines += _wrap(head, doc or "(undocumented)", _width(), column)
+        lines += _wrap(head, doc, _width(), column)
     return "\n".join(lines)
 
 
@@ -81,7 +92,7 @@ def format_description(c: Configurable, show_bound: bool = False) -> str:
               + f"line with --conf_param '{key}=...':")
     lines += [""] + textwrap.wrap(header, width)
     for p, head in zip(params, heads):
-        lines += _wrap("  " + head, p.doc or "(undocumented)", width, column)
+        lines += _wrap("  " + head, _help(p), width, column)
     if not params:
         lines.append("  (none)")
     if var_kw:

@@ -7,11 +7,13 @@ parameter has a help line (:func:`undocumented`).
 import dataclasses
 import inspect
 import re
+import typing
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import gin
 
 from alf.config_help.docstrings import param_doc
+from alf.config_ranges import declared_range
 from alf.config_help.markup import plain
 from alf.config_help.registry import Configurable, configurables
 
@@ -23,6 +25,7 @@ class Parameter:
     default: str     # gin syntax, or "" when required
     required: bool
     doc: str
+    range: str = ""  # the declared range (alf.config_ranges), e.g. "in [0, 1]"; "" if none
 
 
 def gin_names() -> Dict[int, str]:
@@ -52,6 +55,7 @@ def parameters(target: Any, allowlist: Optional[Sequence[str]] = None,
     except (TypeError, ValueError):
         return [], False
     names = gin_names()
+    declared = _declared_hints(fn)
     out, var_kw = [], False
     for p in sig.parameters.values():
         if p.kind == p.VAR_KEYWORD:
@@ -62,7 +66,8 @@ def parameters(target: Any, allowlist: Optional[Sequence[str]] = None,
             continue
         required = p.default is inspect.Parameter.empty
         out.append(Parameter(p.name, "" if required else format_default(p.default, names),
-                             required, plain(param_doc(target, p.name))))
+                             required, plain(param_doc(target, p.name)),
+                             declared_range(declared.get(p.name))))
     for p in out:  # documented only inside a sibling's entry (``priority_replay_alpha``)
         if not p.doc:
             mention = re.compile(rf"`{p.name}`" if "_" not in p.name else rf"\b{p.name}\b")
@@ -70,6 +75,14 @@ def parameters(target: Any, allowlist: Optional[Sequence[str]] = None,
             if owner:
                 p.doc = f"(see {owner})"
     return out, var_kw
+
+
+def _declared_hints(fn: Any) -> Dict[str, Any]:
+    """``fn``'s type hints with their ``Annotated`` range declarations ({} if unresolvable)."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - forward references that do not resolve: no ranges
+        return {}
 
 
 def bindable(c: Configurable) -> Tuple[List[Parameter], bool]:

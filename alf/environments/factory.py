@@ -16,6 +16,7 @@ import gin
 import gymnasium as gym
 
 from alf.config import configurable
+from alf.config_ranges import NonNegativeInt, PositiveInt
 from alf.environments import backends as _backends
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariOptions, atari_options, is_atari_spec
@@ -39,15 +40,15 @@ def _with_gin_bindings(fn: Callable) -> Callable:
 
 @configurable
 def create_environment(env_name: str = "CartPole-v1",
-                       num_parallel_environments: int = 1,
+                       num_parallel_environments: PositiveInt = 1,
                        backend: str = "auto",
                        seed: int = 0,
                        env_kwargs: Optional[dict] = None,
                        gym_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
                        render_mode: Optional[str] = None,
-                       max_episode_steps: Optional[int] = None,
+                       max_episode_steps: Optional[PositiveInt] = None,
                        atari: Optional[AtariOptions] = None,
-                       env_id_offset: int = 0,
+                       env_id_offset: NonNegativeInt = 0,
                        num_threads: Optional[int] = None) -> AlfEnvironment:
     """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
 

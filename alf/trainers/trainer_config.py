@@ -2,7 +2,13 @@
 from typing import Callable, List, Optional, Sequence, Union
 
 import alf
+from alf.config_checks import check_ranges
+from alf.config_ranges import (NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
+                               UnitInterval, UnitIntervalSchedule, at_least)
 from alf.errors import ConfigError
+
+_CountOrNoLimit = at_least(0, "0: no limit")
+_CountOrNever = at_least(0, "0: never")
 
 
 @alf.configurable
@@ -115,55 +121,55 @@ class TrainerConfig:
     def __init__(self,
                  algorithm_ctor: Optional[Callable] = None,
                  data_transformer_ctor: Union[None, Callable, Sequence[Callable]] = None,
-                 random_seed: Optional[int] = None,
-                 num_iterations: int = 0,
-                 num_env_steps: int = 0,
+                 random_seed: Optional[NonNegativeInt] = None,
+                 num_iterations: _CountOrNoLimit = 0,
+                 num_env_steps: _CountOrNoLimit = 0,
                  unroll_length: float = 8,
                  async_unroll: bool = False,
                  async_mode: str = "processes",
-                 max_unroll_length: int = 0,
-                 unroll_queue_size: int = 8,
-                 unroll_parameter_update_period: int = 10,
-                 num_env_workers: int = 1,
-                 env_groups_per_worker: int = 2,
-                 env_worker_threads: int = 1,
-                 max_policy_lag: Optional[int] = None,
-                 env_worker_timeout_s: float = 60.0,
-                 max_env_worker_restarts: int = 5,
-                 initial_collect_steps: int = 0,
-                 num_updates_per_train_iter: int = 4,
-                 mini_batch_size: Optional[int] = None,
-                 mini_batch_length: int = 1,
+                 max_unroll_length: NonNegativeInt = 0,
+                 unroll_queue_size: PositiveInt = 8,
+                 unroll_parameter_update_period: PositiveInt = 10,
+                 num_env_workers: PositiveInt = 1,
+                 env_groups_per_worker: PositiveInt = 2,
+                 env_worker_threads: PositiveInt = 1,
+                 max_policy_lag: Optional[NonNegativeInt] = None,
+                 env_worker_timeout_s: Positive = 60.0,
+                 max_env_worker_restarts: NonNegativeInt = 5,
+                 initial_collect_steps: NonNegativeInt = 0,
+                 num_updates_per_train_iter: PositiveInt = 4,
+                 mini_batch_size: Optional[PositiveInt] = None,
+                 mini_batch_length: PositiveInt = 1,
                  update_counter_every_mini_batch: bool = False,
                  whole_replay_buffer_training: Optional[bool] = None,
                  clear_replay_buffer: Optional[bool] = None,
-                 replay_buffer_length: Optional[int] = None,
+                 replay_buffer_length: Optional[PositiveInt] = None,
                  priority_replay: bool = False,
-                 priority_replay_alpha: float = 0.7,
-                 priority_replay_beta: Union[float, Callable[[float], float]] = 0.4,
-                 priority_replay_eps: float = 1e-6,
+                 priority_replay_alpha: UnitInterval = 0.7,
+                 priority_replay_beta: UnitIntervalSchedule = 0.4,
+                 priority_replay_eps: Positive = 1e-6,
                  offline_buffer_dir: Union[None, str, List[str]] = None,
-                 offline_buffer_length: Optional[int] = None,
-                 offline_fraction: Union[float, Callable[[float], float]] = 0.5,
-                 rl_train_after_update_steps: int = 0,
-                 rl_train_every_update_steps: int = 1,
-                 num_checkpoints: int = 3,
-                 checkpoint_interval: int = 1000,
+                 offline_buffer_length: Optional[PositiveInt] = None,
+                 offline_fraction: UnitIntervalSchedule = 0.5,
+                 rl_train_after_update_steps: NonNegativeInt = 0,
+                 rl_train_every_update_steps: PositiveInt = 1,
+                 num_checkpoints: PositiveInt = 3,
+                 checkpoint_interval: PositiveInt = 1000,
                  evaluate: bool = False,
-                 eval_interval: int = 100,
-                 num_eval_episodes: int = 10,
-                 num_eval_environments: int = 1,
-                 epsilon_greedy: float = 0.0,
-                 summary_interval: int = 50,
+                 eval_interval: PositiveInt = 100,
+                 num_eval_episodes: PositiveInt = 10,
+                 num_eval_environments: PositiveInt = 1,
+                 epsilon_greedy: Probability = 0.0,
+                 summary_interval: PositiveInt = 50,
                  summarize_first_interval: bool = True,
                  debug_summaries: bool = False,
-                 progress_interval_seconds: float = 5.0,
+                 progress_interval_seconds: NonNegative = 5.0,
                  num_threads: Optional[int] = None,
                  adapt_threads: bool = True,
-                 metric_buffer_size: int = 20,
+                 metric_buffer_size: PositiveInt = 20,
                  save_replay_buffer: bool = False,
                  device: str = "cpu",
-                 distributed_check_interval: int = 100,
+                 distributed_check_interval: _CountOrNever = 100,
                  distributed_drift: str = "resync"):
         self.algorithm_ctor = algorithm_ctor
         self.data_transformer_ctor = data_transformer_ctor
@@ -220,7 +226,11 @@ class TrainerConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Fail at construction, with the field named, on impossible combinations."""
+        """Fail at construction, with the field named, on impossible combinations.
+
+        Single values outside their declared range (``num_iterations: >= 0``) are refused
+        first, in the form the gin check uses (they may come from Python, not gin)."""
+        check_ranges("TrainerConfig", TrainerConfig.__init__, vars(self))
         if self.algorithm_ctor is None:
             raise ConfigError("TrainerConfig.algorithm_ctor is not set: bind it in the gin file, "
                               "e.g. `TrainerConfig.algorithm_ctor = @PPOAlgorithm`")
@@ -237,25 +247,9 @@ class TrainerConfig:
         if self.unroll_length >= 1 and float(self.unroll_length) != int(self.unroll_length):
             raise ConfigError("TrainerConfig.unroll_length above 1 must be an integer, got "
                               f"{self.unroll_length}")
-        if self.mini_batch_length < 1:
-            raise ConfigError("TrainerConfig.mini_batch_length must be >= 1")
-        if self.mini_batch_size is not None and self.mini_batch_size < 1:
-            raise ConfigError("TrainerConfig.mini_batch_size must be >= 1 (or None)")
-        if self.num_updates_per_train_iter < 1:
-            raise ConfigError("TrainerConfig.num_updates_per_train_iter must be >= 1")
-        if self.num_checkpoints < 1:
-            raise ConfigError("TrainerConfig.num_checkpoints must be >= 1")
-        for name in ("checkpoint_interval", "eval_interval", "summary_interval",
-                     "num_eval_episodes", "num_eval_environments", "metric_buffer_size"):
-            if getattr(self, name) < 1:  # used as divisors / sizes
-                raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.distributed_drift not in ("resync", "error"):
             raise ConfigError("TrainerConfig.distributed_drift must be 'resync' or 'error', got "
                               f"{self.distributed_drift!r}")
-        if self.distributed_check_interval < 0:
-            raise ConfigError("TrainerConfig.distributed_check_interval must be >= 0 (0 = never)")
-        if not 0.0 <= self.epsilon_greedy <= 1.0:
-            raise ConfigError("TrainerConfig.epsilon_greedy must be in [0, 1]")
         try:
             import torch
             dev = torch.device(self.device)
@@ -264,16 +258,6 @@ class TrainerConfig:
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(f"TrainerConfig.device='{self.device}' but CUDA is not available "
                               "on this machine; use 'cpu'")
-        if self.priority_replay:
-            if not 0.0 <= self.priority_replay_alpha <= 1.0:
-                raise ConfigError("TrainerConfig.priority_replay_alpha must be in [0, 1], got "
-                                  f"{self.priority_replay_alpha}")
-            if not callable(self.priority_replay_beta) and \
-                    not 0.0 <= float(self.priority_replay_beta) <= 1.0:
-                raise ConfigError("TrainerConfig.priority_replay_beta must be in [0, 1] (or a "
-                                  f"schedule such as @LinearSchedule), got {self.priority_replay_beta}")
-            if self.priority_replay_eps <= 0:
-                raise ConfigError("TrainerConfig.priority_replay_eps must be > 0")
         self._validate_offline()
 
     @property
@@ -298,15 +282,6 @@ class TrainerConfig:
             raise ConfigError("TrainerConfig.num_env_steps cannot end pure offline training "
                               "(unroll_length=0 steps no env): set TrainerConfig.num_env_steps=0 "
                               "and TrainerConfig.num_iterations")
-        if self.offline_buffer_length is not None and int(self.offline_buffer_length) < 1:
-            raise ConfigError("TrainerConfig.offline_buffer_length must be >= 1 (or None)")
-        if not callable(self.offline_fraction) and not 0.0 <= float(self.offline_fraction) <= 1.0:
-            raise ConfigError("TrainerConfig.offline_fraction must be in [0, 1] (or a schedule "
-                              f"such as @LinearSchedule), got {self.offline_fraction}")
-        if int(self.rl_train_after_update_steps) < 0:
-            raise ConfigError("TrainerConfig.rl_train_after_update_steps must be >= 0")
-        if int(self.rl_train_every_update_steps) < 1:
-            raise ConfigError("TrainerConfig.rl_train_every_update_steps must be >= 1")
 
     def _validate_async(self) -> None:
         modes = ("processes", "deterministic", "serial")
@@ -319,14 +294,7 @@ class TrainerConfig:
         if self.unroll_length == 0 and self.max_unroll_length < 1:
             raise ConfigError("TrainerConfig.unroll_length=0 (async: train on whatever is ready) "
                               "needs TrainerConfig.max_unroll_length >= 1, the trajectory length")
-        for name in ("num_env_workers", "env_groups_per_worker", "env_worker_threads",
-                     "unroll_queue_size", "unroll_parameter_update_period"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_policy_lag is not None:
-            if int(self.max_policy_lag) < 0:
-                raise ConfigError(f"TrainerConfig.max_policy_lag must be >= 0 or None, got "
-                                  f"{self.max_policy_lag}")
             if self.async_mode == "deterministic":
                 raise ConfigError("TrainerConfig.max_policy_lag does not apply to "
                                   "async_mode='deterministic' (its lag is exactly 1): unset it")
@@ -337,5 +305,3 @@ class TrainerConfig:
                     " - 1): weights reach the env workers only every "
                     f"{self.unroll_parameter_update_period} iterations, so every trajectory "
                     "would be dropped. Raise max_policy_lag or lower the period")
-        if self.env_worker_timeout_s <= 0:
-            raise ConfigError("TrainerConfig.env_worker_timeout_s must be > 0")

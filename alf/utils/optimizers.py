@@ -7,20 +7,24 @@ its networks exist. The factory also carries what torch optimizers do not:
 global-norm gradient clipping and a learning-rate schedule.
 """
 import inspect
-from typing import Any, Dict, Iterable, Optional, Tuple, Type
+from typing import Annotated, Any, Dict, Iterable, Optional, Tuple, Type
 
 import gin
 import torch
 
+from alf.config_ranges import NonNegative, Positive, PositiveSchedule, Range, UnitInterval
 from alf.utils.fast_optim import FastAdam
 from alf.utils.schedules import ScheduleLike, as_schedule
+
+
+Beta = Annotated[float, Range(0, 1, high_open=True)]  # Adam's moment decay rates
 
 
 class OptimizerFactory:
     """Recipe for an optimizer: class, learning rate (number or schedule), clipping, kwargs."""
 
     def __init__(self, optimizer_cls: Type[torch.optim.Optimizer], lr: ScheduleLike,
-                 gradient_clipping: Optional[float] = None, **kwargs: Any):
+                 gradient_clipping: Optional[Positive] = None, **kwargs: Any):
         self.optimizer_cls = optimizer_cls
         self.lr_schedule = as_schedule(lr)
         self.gradient_clipping = gradient_clipping
@@ -45,9 +49,10 @@ def _fast_kwargs(optimizer_cls: Type[torch.optim.Optimizer]) -> Dict[str, Any]:
 
 
 @gin.configurable(module="alf.optimizers")
-def Adam(lr: ScheduleLike = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-         weight_decay: float = 0.0,
-         gradient_clipping: Optional[float] = None, amsgrad: bool = False) -> OptimizerFactory:
+def Adam(lr: PositiveSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
+         eps: NonNegative = 1e-8,
+         weight_decay: NonNegative = 0.0,
+         gradient_clipping: Optional[Positive] = None, amsgrad: bool = False) -> OptimizerFactory:
     """Adam (Kingma & Ba 2015) as :class:`alf.utils.fast_optim.FastAdam`: torch's Adam with
     a low-overhead step (identical numbers and ``state_dict``).
 
@@ -65,9 +70,10 @@ def Adam(lr: ScheduleLike = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps
 
 
 @gin.configurable(module="alf.optimizers")
-def AdamW(lr: ScheduleLike = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-          weight_decay: float = 0.01,
-          gradient_clipping: Optional[float] = None) -> OptimizerFactory:
+def AdamW(lr: PositiveSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
+          eps: NonNegative = 1e-8,
+          weight_decay: NonNegative = 0.01,
+          gradient_clipping: Optional[Positive] = None) -> OptimizerFactory:
     """AdamW (Loshchilov & Hutter 2019: decoupled weight decay).
 
     Args:
@@ -83,8 +89,9 @@ def AdamW(lr: ScheduleLike = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), ep
 
 
 @gin.configurable(module="alf.optimizers")
-def RMSprop(lr: ScheduleLike = 7e-4, alpha: float = 0.99, eps: float = 1e-5, momentum: float = 0.0,
-            gradient_clipping: Optional[float] = None) -> OptimizerFactory:
+def RMSprop(lr: PositiveSchedule = 7e-4, alpha: UnitInterval = 0.99, eps: NonNegative = 1e-5,
+            momentum: NonNegative = 0.0,
+            gradient_clipping: Optional[Positive] = None) -> OptimizerFactory:
     """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5).
 
     Args:
@@ -100,7 +107,8 @@ def RMSprop(lr: ScheduleLike = 7e-4, alpha: float = 0.99, eps: float = 1e-5, mom
 
 
 @gin.configurable(module="alf.optimizers")
-def SGD(lr: ScheduleLike = 1e-2, momentum: float = 0.0, gradient_clipping: Optional[float] = None
+def SGD(lr: PositiveSchedule = 1e-2, momentum: NonNegative = 0.0,
+        gradient_clipping: Optional[Positive] = None
         ) -> OptimizerFactory:
     """Plain SGD with optional momentum.
 
