@@ -23,6 +23,7 @@ from typing import Callable, List, Optional
 from absl import flags
 from absl import logging as absl_logging
 
+from alf.bin.log_lines import AlfLogFormatter
 from alf.config import binding_location, describe_call_error
 from alf.errors import ConfigError, RunFailedError, UserError
 
@@ -187,9 +188,12 @@ def discover(program: str, argv0: str = "") -> Optional[int]:
 
 
 def setup_logging() -> None:
+    """Log records go to stderr as ``[alf] ...`` lines (:mod:`alf.bin.log_lines`)."""
     absl_logging.use_absl_handler()
     absl_logging.set_verbosity(absl_logging.INFO)
-    absl_logging.get_absl_handler().python_handler.stream = sys.stderr
+    handler = absl_logging.get_absl_handler().python_handler
+    handler.stream = sys.stderr
+    handler.setFormatter(AlfLogFormatter())
 
 
 def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = False) -> int:

@@ -101,10 +101,15 @@ class ReplayBuffer:
         except RuntimeError as e:  # allocation failure
             raise UserError(f"{name}: could not allocate {_format_bytes(total)}: {e}") from None
         self._init_views(storage_bytes)
-        logging.info("%s: %d envs x %d steps, %s storage + %s priority tree = %s on %s", name,
-                     self._num_envs, self._max_length, _format_bytes(storage_bytes),
-                     _format_bytes(self._nbytes - storage_bytes), _format_bytes(self._nbytes),
-                     self._device)
+        envs = f"{self._num_envs:,} env{'s' if self._num_envs != 1 else ''}"
+        if self._prioritized:
+            logging.info("%s: %s x %s steps, %s storage + %s priority tree = %s on %s", name, envs,
+                         f"{self._max_length:,}", _format_bytes(storage_bytes),
+                         _format_bytes(self._nbytes - storage_bytes),
+                         _format_bytes(self._nbytes), self._device)
+        else:
+            logging.info("%s: %s x %s steps, %s on %s", name, envs, f"{self._max_length:,}",
+                         _format_bytes(self._nbytes), self._device)
 
     def _init_views(self, storage_bytes: int) -> None:
         # the same memory viewed as [num_envs * capacity, ...]: reads are one index_select
