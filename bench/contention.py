@@ -44,6 +44,7 @@ EXAMPLES: Dict[str, tuple] = {
     "appo_atari": ("appo_atari.gin", ["TrainerConfig.num_env_steps=16384",
                                       "TrainerConfig.evaluate=False"]),
     "iql": ("iql_pendulum.gin", ["TrainerConfig.num_iterations=3",
+                                 "TrainerConfig.num_updates_per_train_iter=300",
                                  "TrainerConfig.evaluate=False"]),
 }
 BUSY_LOOP = [sys.executable, "-c", "while True: pass"]
@@ -104,22 +105,29 @@ def _make_dataset(work: str, env: Dict[str, str]) -> str:
     return out
 
 
-def measure(name: str, work: str, env: Dict[str, str], dataset: Optional[str]) -> Dict[str, float]:
+def measure(name: str, work: str, env: Dict[str, str], dataset: Optional[str],
+            scenarios: Sequence[str]) -> Dict[str, float]:
     """alone (seed 0, then seed 1), side by side, next to a busy loop: wall seconds."""
     alone0 = _runs(name, [0], work, env, dataset, "alone")
     alone1 = _runs(name, [1], work, env, dataset, "alone")
-    side = _runs(name, [0, 1], work, env, dataset, "side")
-    busy = subprocess.Popen(BUSY_LOOP)
-    try:
-        time.sleep(0.5)
-        next_to_busy = _runs(name, [0], work, env, dataset, "busy")
-    finally:
-        busy.kill()
-        busy.wait()
-    return {"alone": (alone0 + alone1) / 2, "back_to_back": alone0 + alone1,
-            "side_by_side": side, "busy_loop": next_to_busy,
-            "side_vs_back_to_back": side / (alone0 + alone1),
-            "busy_vs_alone": next_to_busy / alone0}
+    r = {"alone": (alone0 + alone1) / 2, "back_to_back": alone0 + alone1}
+    if "side" in scenarios:
+        r["side_by_side"] = _runs(name, [0, 1], work, env, dataset, "side")
+        r["side_vs_back_to_back"] = r["side_by_side"] / r["back_to_back"]
+    if "busy" in scenarios:
+        busy = subprocess.Popen(BUSY_LOOP)
+        try:
+            time.sleep(0.5)
+            r["busy_loop"] = _runs(name, [0], work, env, dataset, "busy")
+        finally:
+            busy.kill()
+            busy.wait()
+        r["busy_vs_alone"] = r["busy_loop"] / alone0
+    return r
+
+
+def _cell(r: Dict[str, float], key: str, fmt: str) -> str:
+    return fmt.format(r[key]) if key in r else "-"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -127,6 +135,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--examples", nargs="+", default=list(EXAMPLES), choices=list(EXAMPLES))
     parser.add_argument("--alf_root", default=ROOT, help="the alf checkout to run")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--scenarios", nargs="*", default=["side", "busy"],
+                        choices=["side", "busy"],
+                        help="besides alone: side by side, next to a busy loop")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "contention.json"))
     args = parser.parse_args(argv)
     env = _env(os.path.abspath(args.alf_root))
@@ -141,11 +152,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               "| side / back to back | busy / alone |\n|---|---|---|---|---|---|---|", flush=True)
         for _ in range(args.repeats):
             for name in args.examples:
-                r = measure(name, work, env, dataset)
+                r = measure(name, work, env, dataset, args.scenarios)
                 results.setdefault(name, []).append(r)
                 print(f"| {name} | {r['alone']:.1f} | {r['back_to_back']:.1f} | "
-                      f"{r['side_by_side']:.1f} | {r['busy_loop']:.1f} | "
-                      f"{r['side_vs_back_to_back']:.2f}x | {r['busy_vs_alone']:.2f}x |", flush=True)
+                      f"{_cell(r, 'side_by_side', '{:.1f}')} | {_cell(r, 'busy_loop', '{:.1f}')} | "
+                      f"{_cell(r, 'side_vs_back_to_back', '{:.2f}x')} | "
+                      f"{_cell(r, 'busy_vs_alone', '{:.2f}x')} |", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -33,6 +33,9 @@ from typing import Callable, Dict, Optional, Sequence
 # OpenMP runtimes read these when they load; torch loads libgomp (or Intel's
 # runtime) at import, so they must be in the environment before ``import torch``.
 YIELDING_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+# any of these set means the user chose how OpenMP threads wait: leave it alone
+# (GOMP_SPINCOUNT: libgomp's spin count; KMP_BLOCKTIME: Intel's runtime)
+WAIT_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -40,15 +43,17 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def prefer_yielding_thread_pools(environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """Make OpenMP thread pools sleep instead of spin when idle, unless the user chose.
 
-    Sets each variable of :data:`YIELDING_ENV` that is not already set (a user's own
-    ``OMP_WAIT_POLICY=ACTIVE`` wins). Child processes inherit it. Has no effect on a
-    runtime already loaded (``import torch`` before ``import alf``).
+    Sets :data:`YIELDING_ENV` unless one of :data:`WAIT_POLICY_VARS` is set (a user's
+    own ``OMP_WAIT_POLICY=ACTIVE`` or ``GOMP_SPINCOUNT`` wins). Child processes inherit
+    it. Has no effect on a runtime already loaded (``import torch`` before ``import alf``).
 
     Returns:
         the variables it set (name -> value).
     """
     environ = os.environ if environ is None else environ
-    applied = {}
+    applied: Dict[str, str] = {}
+    if any(name in environ for name in WAIT_POLICY_VARS):
+        return applied
     for name, value in YIELDING_ENV.items():
         if name not in environ:
             environ[name] = value

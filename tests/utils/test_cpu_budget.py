@@ -29,6 +29,9 @@ def test_prefer_yielding_sets_passive_unless_user_chose():
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
     assert prefer_yielding_thread_pools(env) == {}
     assert env["OMP_WAIT_POLICY"] == "ACTIVE"
+    env = {"GOMP_SPINCOUNT": "300000"}  # libgomp's own knob: the user chose
+    assert prefer_yielding_thread_pools(env) == {}
+    assert "OMP_WAIT_POLICY" not in env
 
 
 @pytest.mark.parametrize("preset,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
