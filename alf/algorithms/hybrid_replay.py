@@ -159,7 +159,8 @@ def build_offline_buffer(algorithm: Any, experience_spec: Experience, raw_time_s
     buffer = load_offline_buffer(
         dataset_paths(cfg.offline_buffer_dir), algorithm.data_transformer.observation_spec,
         algorithm.action_spec, raw_time_step_spec.reward, env_name=env_name,
-        capacity=cfg.offline_buffer_length, device=algorithm.device)
+        capacity=cfg.offline_buffer_length, device=algorithm.device,
+        check_values=getattr(cfg, "offline_buffer_check_values", True))
     length = algorithm.replay_sequence_length()
     if int((buffer.current_size() - length + 1).clamp(min=0).sum()) == 0:
         raise UserError(

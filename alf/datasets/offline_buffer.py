@@ -10,7 +10,8 @@ exactly as a ring of that capacity would have.
 
 Every dataset is checked against the experiment before anything is loaded;
 a mismatch is one :class:`~alf.errors.UserError` line naming the dataset, the
-field and both shapes/dtypes.
+field and both shapes/dtypes. Then its values are checked
+(:mod:`alf.datasets.check_values`), unless the caller skips it.
 """
 import logging
 import os
@@ -20,6 +21,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import Experience, TimeStep
+from alf.datasets.check_values import check_dataset_values
 from alf.datasets.format import Dataset, DatasetSteps, open_dataset
 from alf.datasets.spec_json import dtype_name
 from alf.errors import UserError
@@ -101,7 +103,8 @@ def _as_storage(steps: DatasetSteps) -> Experience:
 
 def load_offline_buffer(paths: Sequence[str], observation_spec: Any, action_spec: Any,
                         reward_spec: Any, env_name: str = "", capacity: Optional[int] = None,
-                        device: Union[str, torch.device] = "cpu") -> ReplayBuffer:
+                        device: Union[str, torch.device] = "cpu",
+                        check_values: bool = True) -> ReplayBuffer:
     """Open, check and load datasets into one offline :class:`ReplayBuffer`.
 
     Args:
@@ -111,6 +114,10 @@ def load_offline_buffer(paths: Sequence[str], observation_spec: Any, action_spec
         capacity: steps per row (``TrainerConfig.offline_buffer_length``); None: the
             longest dataset row.
         device: where the buffer lives.
+        check_values: check every stored value first (finite floats, valid step types
+            and episode boundaries, actions within ``action_spec``:
+            :func:`~alf.datasets.check_values.check_dataset_values`); False skips that
+            full read (``TrainerConfig.offline_buffer_check_values``).
     Returns:
         a uniform buffer of ``sum(rows)`` rows whose items follow :func:`offline_storage_spec`.
     """
@@ -119,6 +126,9 @@ def load_offline_buffer(paths: Sequence[str], observation_spec: Any, action_spec
     datasets = [open_dataset(p) for p in paths]
     for ds in datasets:
         check_dataset_fits(ds, observation_spec, action_spec, reward_spec, env_name)
+    if check_values:
+        for ds in datasets:
+            check_dataset_values(ds, action_spec)
     spec = offline_storage_spec(observation_spec, action_spec, reward_spec)
     device = torch.device(device)
     if len(datasets) == 1 and device.type == "cpu" and (

@@ -77,6 +77,12 @@ class TrainerConfig:
             ``python -m alf.bin.export_dataset`` or a Minari import.
         offline_buffer_length: steps per row of the offline buffer (None: the dataset's;
             a shorter one keeps each row's newest steps).
+        offline_buffer_check_values: before training, check every value of the datasets
+            (finite floats, step types and episode boundaries, discounts, actions within
+            the action spec); a bad one stops the run with one line naming file, field,
+            row and step. It reads all the data once (about 0.06 s per million
+            HalfCheetah-sized steps from the page cache); False skips it for datasets
+            too big to read in full before training.
         offline_fraction: hybrid: share of every mini-batch drawn from the offline buffer
             (a float in [0, 1], or a schedule over training progress such as
             ``@LinearSchedule(0.5, 0.1)``); 0.5 is RLPD's symmetric sampling.
@@ -150,6 +156,7 @@ class TrainerConfig:
                  priority_replay_eps: Positive = 1e-6,
                  offline_buffer_dir: Union[None, str, List[str]] = None,
                  offline_buffer_length: Optional[PositiveInt] = None,
+                 offline_buffer_check_values: bool = True,
                  offline_fraction: UnitIntervalSchedule = 0.5,
                  rl_train_after_update_steps: NonNegativeInt = 0,
                  rl_train_every_update_steps: PositiveInt = 1,
@@ -202,6 +209,7 @@ class TrainerConfig:
         self.priority_replay_eps = priority_replay_eps
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length
+        self.offline_buffer_check_values = bool(offline_buffer_check_values)
         self.offline_fraction = offline_fraction
         self.rl_train_after_update_steps = rl_train_after_update_steps
         self.rl_train_every_update_steps = rl_train_every_update_steps
