@@ -13,6 +13,7 @@ from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm, ActorCri
 from alf.algorithms.ppo_loss import PPOLoss
 from alf.config_ranges import Discount, UnitInterval
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.example_catalog import configured_env_name, suggest_examples
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import TensorSpec
@@ -76,7 +77,8 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             raise ConfigError(
                 f"{type(self).__name__} trains on its own fresh samples; with TrainerConfig."
                 "async_unroll=True the samples come from an older policy: use APPOAlgorithm "
-                "(PPO's loss with V-trace correction), e.g. --conf=appo_atari.gin")
+                "(PPO's loss with V-trace correction), e.g. "
+                + suggest_examples("APPOAlgorithm", configured_env_name()))
         super().__init__(observation_spec, action_spec, reward_spec,
                          actor_network_ctor=actor_network_ctor,
                          value_network_ctor=value_network_ctor,

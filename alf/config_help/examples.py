@@ -8,9 +8,10 @@ algorithm (``TrainerConfig.algorithm_ctor``), themselves or through an
 import dataclasses
 import os
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from alf.config import EXAMPLES_DIR
+from alf.example_catalog import env_name_of, example_texts
 
 
 @dataclasses.dataclass
@@ -25,10 +26,7 @@ class Example:
     extra: Optional[str] = None      # the pip extra that env needs: "atari", "mujoco"
 
 
-_INCLUDE = re.compile(r"""^\s*include\s+['"]([^'"]+)['"]""")
 _SETS_ALGORITHM = re.compile(r"^\s*TrainerConfig\.algorithm_ctor\s*=", re.MULTILINE)
-_ENV_NAME = re.compile(r"""^\s*create_environment\.env_name\s*=\s*['"]([^'"]+)['"]""",
-                       re.MULTILINE)
 
 
 def env_extra(env_name: str) -> Optional[str]:
@@ -60,28 +58,12 @@ def _first_comment_line(text: str) -> str:
 
 def list_examples(directory: str = EXAMPLES_DIR) -> List[Example]:
     """The ``*.gin`` files of ``directory``, sorted by name."""
-    texts = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".gin"):
-            with open(os.path.join(directory, name)) as f:
-                texts[name] = f.read()
-
-    def expanded(name: str, seen: Tuple[str, ...] = ()) -> str:
-        """The file's text with its bundled includes in place (later bindings win)."""
-        out = []
-        for line in texts.get(name, "").splitlines():
-            m = _INCLUDE.match(line)
-            include = os.path.basename(m.group(1)) if m else None
-            out.append(expanded(include, seen + (name,))
-                       if include in texts and include not in seen else line)
-        return "\n".join(out)
-
     examples = []
-    for name, text in texts.items():
-        full = expanded(name)
-        envs = _ENV_NAME.findall(full)
-        env = envs[-1] if envs else None
-        examples.append(Example(name, _first_comment_line(text),
+    for name, full in example_texts(directory).items():
+        with open(os.path.join(directory, name)) as f:
+            own = f.read()
+        env = env_name_of(full)
+        examples.append(Example(name, _first_comment_line(own),
                                 bool(_SETS_ALGORITHM.search(full)), env,
                                 env_extra(env) if env else None))
     return examples
