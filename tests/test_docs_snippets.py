@@ -100,3 +100,70 @@ def test_a2c_example_trains_and_plays_from_another_directory(alf_cli, tmp_path):
                        elsewhere, timeout=120)
     assert play.returncode == 0, play.stderr[-3000:]
     assert re.search(r"^episode 1: return [\d.]+, length \d+$", play.stdout, re.M), play.stdout
+
+
+REINFORCE_SOURCE = os.path.join(REPO_ROOT, "alf", "examples", "reinforce_algorithm.py")
+REINFORCE_GIN = os.path.join(REPO_ROOT, "alf", "examples", "reinforce_cart_pole.gin")
+
+
+def _without_docstring(body: List[ast.stmt]) -> List[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _signature(fn: ast.FunctionDef) -> str:
+    """Argument names and defaults (the doc leaves the type hints out)."""
+    args = fn.args
+    return ast.dump(ast.arguments(
+        posonlyargs=[], args=[ast.arg(a.arg) for a in args.args], vararg=args.vararg,
+        kwonlyargs=[ast.arg(a.arg) for a in args.kwonlyargs], kw_defaults=args.kw_defaults,
+        kwarg=args.kwarg, defaults=args.defaults))
+
+
+def _reinforce_functions_in_doc() -> List[ast.FunctionDef]:
+    """The ReinforceAlgorithm methods the doc shows: in the class snippet, or as
+    ``# method(s) of ReinforceAlgorithm`` top-level functions."""
+    found = []
+    for text in PYTHON:
+        tree = ast.parse(text)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == "ReinforceAlgorithm":
+                found += [n for n in node.body if isinstance(n, ast.FunctionDef)]
+            elif isinstance(node, ast.FunctionDef) and "of ReinforceAlgorithm" in text:
+                found.append(node)
+    return found
+
+
+def test_snippets_elide_nothing():
+    """A reader copies the snippets: no ``...`` in place of code (the constructor was)."""
+    elided = [i for i, text in enumerate(PYTHON) for n in ast.walk(ast.parse(text))
+              if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+              and n.value.value is Ellipsis]
+    assert not elided, [PYTHON[i][:200] for i in elided]
+
+
+def test_reinforce_snippets_are_the_example_code():
+    """Every ReinforceAlgorithm method the doc shows is alf/examples/reinforce_algorithm.py's,
+    statement for statement (comments, docstrings and type hints aside)."""
+    source = ast.parse(open(REINFORCE_SOURCE).read())
+    cls = next(n for n in source.body if isinstance(n, ast.ClassDef)
+               and n.name == "ReinforceAlgorithm")
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    shown = _reinforce_functions_in_doc()
+    assert {f.name for f in shown} >= {"__init__", "predict_step", "rollout_step", "calc_loss"}
+    for fn in shown:
+        real = methods[fn.name]
+        assert _signature(fn) == _signature(real), fn.name
+        assert [ast.dump(s) for s in _without_docstring(fn.body)] == \
+            [ast.dump(s) for s in _without_docstring(real.body)], f"{fn.name} differs"
+
+
+def test_the_gin_file_shown_is_the_example():
+    """The doc's gin block is reinforce_cart_pole.gin, less its header comment."""
+    shown = [b for b in _blocks("") if b.startswith("import alf.examples.reinforce_algorithm")]
+    assert len(shown) == 1
+    lines = open(REINFORCE_GIN).read().splitlines()
+    body = "\n".join(lines[next(i for i, l in enumerate(lines) if not l.startswith("#")):])
+    assert shown[0].strip() == body.strip()
