@@ -1,0 +1,73 @@
+"""Run ``python -m alf.bin.<command>`` invocations as forks of one process that has
+already imported alf (torch, gymnasium, every configurable).
+
+Why: the docs test runs ~60 doc commands; as fresh interpreters each would spend
+~2.5 s of CPU importing torch and alf before doing a second of work, more than the
+2-core CI machine can afford. A fork starts in ~10 ms with those modules loaded and
+then runs the command's module as ``__main__`` exactly as ``python -m`` does
+(``sys.argv``, ``sys.path[0]`` = the working directory, the environment, its own
+session so a timeout kills it and every process it started), in a separate process
+with its own exit status. Nothing of alf's is run before the fork (no config parsed,
+no absl flag defined, one torch thread), so each command starts from the state a
+fresh interpreter would have after ``import alf``.
+
+Protocol (one JSON object per line): the client writes ``{"module", "args", "cwd",
+"env", "out"}``; the server answers ``{"pid": ...}`` at once and ``{"status": ...}``
+when the command has exited (stdout and stderr go to the file ``out``).
+"""
+import atexit
+import json
+import os
+import runpy
+import sys
+import traceback
+
+
+def _child(request: dict) -> int:
+    """In the forked child: become the command and return its exit status."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)  # not the server's request pipe
+    os.dup2(null, 0)
+    os.close(null)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    sys.argv = [request["module"]] + list(request["args"])
+    sys.path[0] = os.getcwd()  # as `python -m` (the server's own folder is not there)
+    status = 0
+    try:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        code = e.code
+        status = code if isinstance(code, int) else (0 if code is None else 1)
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+    except BaseException:  # what an uncaught exception does to an interpreter
+        traceback.print_exc()
+        status = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return status
+
+
+def main() -> None:
+    import alf  # noqa: F401  (the point: imported once, before any fork)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_child(request))
+        print(json.dumps({"pid": pid}), flush=True)
+        _, wait_status = os.waitpid(pid, 0)
+        print(json.dumps({"status": os.waitstatus_to_exitcode(wait_status)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
