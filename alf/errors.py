@@ -32,3 +32,9 @@ class RunFailedError(Exception):
     """Training cannot go on for a reason that is not bad input (e.g. env workers crashed
     past their restart limit). ``alf.bin.*`` print the message in one line (no traceback
     unless ``--debug``) and exit with status 1; the newest checkpoint is kept."""
+
+
+class WriteFailedError(RunFailedError):
+    """A file of the run could not be written (disk full, quota exceeded, read-only or
+    missing directory). The message names the file and, for a full disk, the space left;
+    the previous version of the file (and the previous checkpoint) is left intact."""

@@ -2,7 +2,9 @@
 
 A user mistake (typo in a gin file, unknown env, corrupt checkpoint) prints one
 line naming the problem and exits with status 2 -- no traceback unless
-``--debug``. Ctrl-C exits with 130 after the command has cleaned up.
+``--debug``. Ctrl-C exits with 130 after the command has cleaned up; SIGTERM
+(``kill``, ``docker stop``, Slurm, Kubernetes) is handled the same way and exits
+with 143. A file that cannot be written (full disk) is one line, status 1.
 
 Every command that runs through :func:`run_command` also gets (defined here, so
 ``alf.bin.train`` and ``alf.bin.play`` share them, and they need no
@@ -29,7 +31,7 @@ from alf.errors import ConfigError, RunFailedError, UserError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT; SIGTERM gives 143 (128 + 15)
 
 HELP_FLAGS = ("help", "helpshort", "helpfull")
 _HELP_TOKENS = {f"{dash}{name}" for dash in ("-", "--") for name in HELP_FLAGS} | {"-h", "-?"}
@@ -197,11 +199,14 @@ def setup_logging() -> None:
 
 
 def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = False) -> int:
-    """Run ``main`` and map failures to exit codes (2 = user error, 130 = Ctrl-C).
+    """Run ``main`` and map failures to exit codes (1 = failed, 2 = user error, 130 =
+    Ctrl-C, 143 = SIGTERM).
 
     SIGINT gets Python's KeyboardInterrupt handler even when this process inherited it
     ignored (a ``&`` job of a non-interactive shell does), so ``kill -INT`` stops every
-    alf command the same way, not only training (whose guard installs its own)."""
+    alf command the same way, not only training (whose guard installs its own). SIGTERM
+    raises :class:`~alf.trainers.interrupt_guard.Terminated`, a KeyboardInterrupt: every
+    command cleans up on it as on Ctrl-C instead of dying on the spot."""
     _interrupts_raise()
     try:
         return _run_unless_silent(main, debug)
@@ -221,13 +226,25 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
     except KeyboardInterrupt as e:
         _ignore_further_interrupts()  # the command is stopping: a 2nd/3rd Ctrl-C changes nothing
         print(f"{program}: {interrupted_message(e)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted_status(e)
+    except OSError as e:
+        # a write that fails for want of space anywhere not handled where it happened
+        from alf.utils.atomic_write import SPACE_ERRNOS, write_failed
+        if e.errno not in SPACE_ERRNOS or debug:
+            raise
+        print(f"{program}: error: {write_failed(e.filename or 'a file', e)}", file=sys.stderr)
+        return EXIT_FAILED
     except (TypeError, ValueError) as e:
         message = describe_call_error(e)
         if message is None or debug:
             raise
         print(f"{program}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _interrupted_status(exc: KeyboardInterrupt) -> int:
+    from alf.trainers.interrupt_guard import exit_status
+    return exit_status(exc)
 
 
 def _run_unless_silent(main: Callable[[], Optional[int]], debug: bool) -> int:
@@ -241,7 +258,7 @@ def _run_unless_silent(main: Callable[[], Optional[int]], debug: bool) -> int:
             raise
         if isinstance(e, KeyboardInterrupt):
             _ignore_further_interrupts()
-            return EXIT_INTERRUPTED
+            return _interrupted_status(e)
         if isinstance(e, UserError) or (isinstance(e, (TypeError, ValueError))
                                         and describe_call_error(e) is not None):
             return EXIT_USAGE
@@ -253,6 +270,12 @@ def _interrupts_raise() -> None:
     import threading
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum, frame) -> None:  # noqa: ARG001 - signal API
+    from alf.trainers.interrupt_guard import Terminated
+    raise Terminated
 
 
 def _ignore_further_interrupts() -> None:
@@ -260,24 +283,33 @@ def _ignore_further_interrupts() -> None:
     import threading
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def interrupted_message(exc: KeyboardInterrupt) -> str:
-    """What a Ctrl-C left behind: "state saved" only when a checkpoint was written."""
-    from alf.trainers.interrupt_guard import InterruptedBeforeTraining, TrainingInterrupted
+    """What a Ctrl-C (or SIGTERM) left behind: "state saved" only when a checkpoint was
+    written; a stop nobody asked for (e.g. the launcher exited) says why."""
+    import signal
+
+    from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, TrainingInterrupted,
+                                              signal_label, stop_signal)
+    signum, cause = stop_signal(exc), getattr(exc, "cause", None)
+    verb = ("stopped" if cause else "interrupted" if signum == signal.SIGINT else
+            f"stopped by {signal_label(signum)}")
+    why = f" because {cause}" if cause else ""
     if isinstance(exc, InterruptedBeforeTraining):
-        return "interrupted before training started; nothing was saved."
+        return f"{verb} before training started{why}; nothing was saved."
     if not isinstance(exc, TrainingInterrupted):
-        return "interrupted."
+        return f"{verb}{why}."
     if exc.abandoned:
         resume = (f"a rerun resumes from {exc.newest}" if exc.newest else
                   "no checkpoint exists yet, so a rerun starts over")
-        return (f"interrupted during iteration {exc.iteration:,}, which was abandoned and not "
+        return (f"{verb} during iteration {exc.iteration:,}{why}, which was abandoned and not "
                 f"saved; all workers stopped. {resume[0].upper() + resume[1:]}.")
     if exc.checkpoint:
-        return (f"interrupted at iteration {exc.iteration:,}; state saved in {exc.checkpoint}, "
+        return (f"{verb} at iteration {exc.iteration:,}{why}; state saved in {exc.checkpoint}, "
                 "all workers stopped. Rerun the same command to resume.")
-    return (f"interrupted at iteration {exc.iteration:,}; its checkpoint was already saved, "
+    return (f"{verb} at iteration {exc.iteration:,}{why}; its checkpoint was already saved, "
             "all workers stopped. Rerun the same command to resume.")
 
 

@@ -22,7 +22,8 @@ Bounded time by default:
   ``episode 1: step 2,000, return 3.0`` goes to stderr.
 
 Ctrl-C stops after the current step, still finishes the mp4 (closes the
-writer, so the file plays), and exits with status 130.
+writer, so the file plays), and exits with status 130; SIGTERM (``kill``,
+``docker stop``) does the same and exits with 143.
 """
 import os
 import signal
@@ -77,6 +78,8 @@ def _headless_rendering() -> None:
     drivers are enough (set before any env is built; a user's own setting wins)."""
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    # SDL would otherwise take over SIGTERM (turning it into a quit event nobody reads)
+    os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")
 
 
 def _check_flags() -> None:
@@ -168,7 +171,8 @@ def _main() -> int:
 
 
 def _play(algorithm, env, transformer, epsilon: float) -> int:
-    """Play ``--num_episodes`` episodes, printing one line each; 130 on Ctrl-C."""
+    """Play ``--num_episodes`` episodes, printing one line each; 130 on Ctrl-C, 143 on
+    SIGTERM."""
     from alf.trainers.evaluator import evaluate
 
     stop = _StopOnInterrupt()
@@ -181,8 +185,8 @@ def _play(algorithm, env, transformer, epsilon: float) -> int:
                                           max_episode_steps=FLAGS.max_episode_steps,
                                           on_step=progress)
             except KeyboardInterrupt:
-                print(f"{PROGRAM}: interrupted in episode {i + 1} at step {progress.step:,} "
-                      f"(return {progress.ret:.2f} so far)", file=sys.stderr)
+                print(f"{PROGRAM}: {stop.words()} in episode {i + 1} at step "
+                      f"{progress.step:,} (return {progress.ret:.2f} so far)", file=sys.stderr)
                 break
             returns.append(ret)
             cut = " (cut at --max_episode_steps)" if (
@@ -191,12 +195,13 @@ def _play(algorithm, env, transformer, epsilon: float) -> int:
     if returns:
         print(f"average return over {len(returns)} episode{'s' if len(returns) > 1 else ''}: "
               f"{sum(returns) / len(returns):.2f}", flush=True)
-    return EXIT_INTERRUPTED if stop.requested else 0
+    return 128 + stop.signum if stop.requested else 0
 
 
 def _finish_video(writer, frames: int) -> None:
-    """Close the writer (ffmpeg writes the mp4 index on close) with Ctrl-C deferred."""
-    with _SigintIgnored():
+    """Close the writer (ffmpeg writes the mp4 index on close) with Ctrl-C and SIGTERM
+    deferred."""
+    with _StopSignalsIgnored():
         writer.close()
     print(f"wrote {FLAGS.record_video} ({frames} frames)", file=sys.stderr)
 
@@ -222,32 +227,51 @@ class _Progress:
 
 
 class _StopOnInterrupt:
-    """While active, a first Ctrl-C only sets ``requested`` (play stops after the
-    current step, so a frame is never half-written); a second one raises at once."""
+    """While active, a first Ctrl-C or SIGTERM only sets ``requested`` (play stops after
+    the current step, so a frame is never half-written); a second one raises at once.
+
+    Attributes:
+        signum: the signal of the first request (SIGINT until one arrives).
+    """
 
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self.signum = signal.SIGINT
+        self._previous = {}
 
     def __enter__(self) -> "_StopOnInterrupt":
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous = {s: signal.signal(s, self._handle) for s in _STOP_SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+        _restore(self._previous)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested, self.signum = True, signum
+
+    def words(self) -> str:
+        """"interrupted" (Ctrl-C) or "stopped by SIGTERM"."""
+        from alf.trainers.interrupt_guard import stop_words
+        return stop_words((self.signum, None))
 
 
-class _SigintIgnored:
+class _StopSignalsIgnored:
     def __enter__(self) -> None:
-        self._previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self._previous = {s: signal.signal(s, signal.SIG_IGN) for s in _STOP_SIGNALS}
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+        _restore(self._previous)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _restore(previous: dict) -> None:
+    for s, handler in previous.items():
+        signal.signal(s, handler if handler is not None else
+                      signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
 
 
 class _RecordingEnv:

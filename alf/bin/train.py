@@ -10,7 +10,9 @@ override values, e.g. to extend ``num_env_steps``; they are kept in the run's
 ``config.gin`` for later resumes). A ``root_dir`` with a ``config.gin`` but no
 checkpoint starts over (with ``--conf`` when given). A gin ``import my_module``
 finds ``my_module.py`` next to the ``--conf`` file from any working directory.
-Exit status: 0 done, 2 bad input (nothing written), 130 interrupted.
+Exit status: 0 done, 1 failed (e.g. a full disk: one line naming the file), 2 bad input
+(nothing written), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (``kill``, ``docker
+stop``, Slurm, Kubernetes); both save a checkpoint at the iteration boundary first.
 """
 import os
 import sys
@@ -31,7 +33,7 @@ PROGRAM = "alf.bin.train"
 
 def _main() -> int:
     from alf.distributed.rank_group import RankGroup
-    from alf.trainers.interrupt_guard import InterruptedBeforeTraining
+    from alf.trainers.interrupt_guard import InterruptedBeforeTraining, stop_signal
     group = RankGroup.from_environment()  # torchrun: join the other ranks first
     completed = False
     try:
@@ -39,6 +41,7 @@ def _main() -> int:
             trainer = _build_trainer(group)
         except KeyboardInterrupt as e:
             interrupted = InterruptedBeforeTraining()
+            interrupted.signum = stop_signal(e)
             interrupted.alf_silent = getattr(e, "alf_silent", False) or (
                 group is not None and not group.is_main)  # rank 0 says it
             raise interrupted from None

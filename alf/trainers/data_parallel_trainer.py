@@ -29,7 +29,8 @@ from alf.unrollers.async_unroller import configured_num_envs
 from alf.utils.seeding import set_random_seed
 
 __all__ = ["RankGroup", "RANK_SEED_STRIDE", "configured_num_envs", "join",
-           "gather_checkpoint", "restore_on_ranks", "check_drift", "sync_end_of_iteration"]
+           "gather_checkpoint", "restore_on_ranks", "check_drift", "sync_end_of_iteration",
+           "agree_stop_reason"]
 
 #: Seeds of rank ``r`` (its torch/numpy/python RNGs and its async env workers) are offset
 #: by ``r x RANK_SEED_STRIDE``; env seeds are offset through the env ids instead.
@@ -112,6 +113,17 @@ def restore_on_ranks(group: RankGroup, load: Callable[[], Optional[tuple]]
         return iteration, state, None, False
     state = dict(state, rng=part["rng"], metrics=part["metrics"])
     return iteration, state, part["replay_buffer"], True
+
+
+def agree_stop_reason(group: RankGroup, reason: Optional[Tuple[int, Optional[str]]]
+                      ) -> Optional[Tuple[int, Optional[str]]]:
+    """Once the ranks agreed to stop: why, the same on every rank (a signal, or the loss
+    of a launcher, may have reached only some of them). A reason with a cause (e.g. "the
+    launcher (pid 7) exited") wins, then the lowest rank's signal."""
+    reasons = [r for r in group.all_gather_object(reason, "agreeing why the run stops")
+               if r is not None]
+    with_cause = [r for r in reasons if r[1]]
+    return (with_cause or reasons or [None])[0]
 
 
 def check_drift(group: RankGroup, algorithm: Any, action: str,

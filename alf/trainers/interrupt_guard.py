@@ -1,6 +1,10 @@
-"""Ctrl-C handling for the Trainer: stop at an iteration boundary, never mid-save.
+"""Ctrl-C and SIGTERM handling for the Trainer: stop at an iteration boundary, never
+mid-save.
 
-Semantics (main thread only; elsewhere signals are left alone):
+SIGTERM (``kill``, ``docker stop``, Slurm, Kubernetes) is handled exactly like Ctrl-C
+(SIGINT) and counted with it; only the words and the exit status differ (143 instead
+of 130, see :func:`exit_status`). Semantics (main thread only; elsewhere signals are
+left alone):
 
 - first Ctrl-C during training: the current iteration finishes, then the
   trainer saves a checkpoint and stops;
@@ -17,16 +21,62 @@ Semantics (main thread only; elsewhere signals are left alone):
   once; checkpoints are written to a temporary name and renamed, so that,
   too, leaves the previous one intact.)
 
-Env worker processes are started with SIGINT ignored
-(:func:`sigint_ignored_in_children`): a terminal Ctrl-C reaches the whole
-process group, and the trainer alone decides how to stop, then closes them.
+Env worker processes are started with SIGINT and SIGTERM ignored
+(:func:`stop_signals_ignored_in_children`): a terminal Ctrl-C reaches the whole
+process group, Slurm sends SIGTERM to every process of the job, and the trainer
+alone decides how to stop, then closes them.
 """
 import contextlib
 import os
 import signal
 import sys
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+#: the signals that stop a command cleanly (checkpoint, reap, exit ``128 + signum``)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: why a run stops: ``(signum, cause)``, cause a few words such as "the launcher (pid 7)
+#: exited" when the signal was not sent by a person
+StopReason = Tuple[int, Optional[str]]
+
+
+def signal_label(signum: int) -> str:
+    """How messages name the signal: "Ctrl-C" for SIGINT, else its name ("SIGTERM")."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def stop_signal(exc: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt (SIGINT unless it carries ``signum``)."""
+    return int(getattr(exc, "signum", signal.SIGINT))
+
+
+def exit_status(exc: BaseException) -> int:
+    """``128 + signum``, the shell's convention: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + stop_signal(exc)
+
+
+def stop_words(reason: Optional[StopReason]) -> str:
+    """How a stop is described: "interrupted" (Ctrl-C), "stopped by SIGTERM", or
+    "stopped because the launcher (pid 7) exited"."""
+    signum, cause = reason or (signal.SIGINT, None)
+    if cause:
+        return f"stopped because {cause}"
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal_label(signum)}"
+
+
+def with_reason(exc: BaseException, reason: Optional[StopReason]) -> BaseException:
+    """``exc`` carrying ``reason`` (as ``signum`` / ``cause``); returns it."""
+    if reason is not None:
+        exc.signum, exc.cause = reason
+    return exc
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside the training loop (while building, in play or export_dataset): the
+    command stops like on Ctrl-C, with exit status 143."""
+    signum = signal.SIGTERM
+    cause = None
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -41,12 +91,13 @@ class TrainingInterrupted(KeyboardInterrupt):
     """
 
     def __init__(self, checkpoint: Optional[str], iteration: int, abandoned: bool = False,
-                 newest: Optional[str] = None):
+                 newest: Optional[str] = None, reason: Optional[StopReason] = None):
         super().__init__(checkpoint)
         self.checkpoint = checkpoint
         self.iteration = iteration
         self.abandoned = abandoned
         self.newest = newest
+        self.signum, self.cause = reason or (signal.SIGINT, None)
 
 
 class IterationAbandoned(KeyboardInterrupt):
@@ -62,63 +113,78 @@ class InterruptedBeforeTraining(KeyboardInterrupt):
 
 
 class InterruptGuard:
-    """Installs the SIGINT handler described in the module docstring while active.
+    """Installs the handler described in the module docstring for ``signals`` while
+    active.
 
     Args:
         quiet: do not print what a Ctrl-C does (data-parallel ranks other than 0, whose
             lines would repeat rank 0's).
+        signals: the signals handled; a data-parallel rank leaves SIGTERM to its
+            :class:`~alf.distributed.faults.StopHandler`, which calls :meth:`press`.
     Attributes:
         requested: a Ctrl-C asked the loop to stop at the next iteration boundary.
+        reason: ``(signum, cause)`` of the first stop request, None before one.
     """
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, signals: Tuple[int, ...] = STOP_SIGNALS):
         self._quiet = quiet
+        self._signals = tuple(signals)
         self.requested = False
         self.presses = 0
-        self._installed = False
-        self._previous: Any = None
+        self.reason: Optional[StopReason] = None
+        self._previous: Dict[int, Any] = {}
         self._shield_depth = 0
         self._pending = 0
 
     def __enter__(self) -> "InterruptGuard":
         if threading.current_thread() is threading.main_thread():
-            try:
-                self._previous = signal.signal(signal.SIGINT, self._handle)
-                self._installed = True
-            except (ValueError, OSError):  # e.g. embedded interpreters
-                pass
+            for signum in self._signals:
+                try:
+                    self._previous[signum] = signal.signal(signum, self._handle)
+                except (ValueError, OSError):  # e.g. embedded interpreters
+                    pass
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous if self._previous is not None
-                          else signal.default_int_handler)
-            self._installed = False
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous if previous is not None else
+                          signal.default_int_handler if signum == signal.SIGINT else
+                          signal.SIG_DFL)
+        self._previous = {}
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum, frame, cause: Optional[str] = None) -> None:
         say = (lambda text: None) if self._quiet else _say  # noqa: E731
+        label = signal_label(signum)
         if self._shield_depth:
             self._pending += 1
-            say("Ctrl-C: the trainer is stopping (writing the checkpoint, closing env "
+            if self.reason is None:
+                self.reason = (signum, cause)
+            say(f"{label}: the trainer is stopping (writing the checkpoint, closing env "
                 "workers); please wait. Ctrl-\\ kills at once; the previous checkpoint "
                 "stays intact.")
             return
         self.presses += 1
         if self.presses == 1:
             self.requested = True
-            say("Ctrl-C: finishing the current iteration, then saving a checkpoint and "
-                "stopping.")
+            self.reason = (signum, cause)
+            say(f"{cause[0].upper() + cause[1:] if cause else label}: finishing the current "
+                "iteration, then saving a checkpoint and stopping.")
         elif self.presses == 2:
-            say("Ctrl-C: still finishing the current iteration so that the checkpoint is "
-                "consistent. Press Ctrl-C once more to stop now WITHOUT saving this "
+            again = "Press Ctrl-C" if signum == signal.SIGINT else f"Send {label}"
+            say(f"{label}: still finishing the current iteration so that the checkpoint is "
+                f"consistent. {again} once more to stop now WITHOUT saving this "
                 "iteration (a rerun resumes from the newest checkpoint).")
         else:
-            raise IterationAbandoned
+            raise with_reason(IterationAbandoned(), self.reason)
 
-    def press(self) -> None:
-        """Count one more Ctrl-C as if SIGINT had arrived (a data-parallel rank's SIGTERM
-        from torchrun while every rank is alive: stop at the boundary and save)."""
-        self._handle(signal.SIGINT, None)
+    def press(self, signum: int = signal.SIGINT, cause: Optional[str] = None) -> None:
+        """Count one more stop request as if ``signum`` had arrived (a data-parallel rank's
+        SIGTERM from torchrun while every rank is alive: stop at the boundary and save).
+
+        Args:
+            cause: why, when no person sent the signal, e.g. "the launcher (pid 7) exited".
+        """
+        self._handle(signum, None, cause)
 
     @contextlib.contextmanager
     def shielded(self) -> Iterator[None]:
@@ -143,15 +209,24 @@ def _say(text: str) -> None:
 
 
 @contextlib.contextmanager
-def sigint_ignored_in_children() -> Iterator[None]:
-    """Env worker processes started in this block inherit SIGINT=ignore (kept across
-    fork and exec), so a terminal Ctrl-C, which reaches the whole process group, does
-    not kill them mid-step. Main thread only; the previous handler is restored on exit."""
+def stop_signals_ignored_in_children() -> Iterator[None]:
+    """Env worker processes started in this block inherit SIGINT and SIGTERM ignored
+    (kept across fork and exec), so a terminal Ctrl-C, which reaches the whole process
+    group, or Slurm's SIGTERM to every process of the job, does not kill them mid-step:
+    the trainer finishes the iteration, saves, then closes them (``terminate()`` is
+    followed by ``kill()`` when a worker does not stop). Main thread only; the previous
+    handlers are restored on exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else
+                          signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+
+
+#: the former name (SIGTERM is ignored in the children too)
+sigint_ignored_in_children = stop_signals_ignored_in_children

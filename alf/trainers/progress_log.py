@@ -5,11 +5,18 @@ written rows for iterations it will redo on resume. Opening the log for a run
 restored at iteration ``k`` drops every row past ``k`` (atomically: the kept
 rows go to a temporary file that replaces the old one), so each iteration
 appears once and the file matches what the resumed run computes. Wall time
-continues from the checkpoint's (the caller passes the restored offset).
+continues from the checkpoint's (the caller passes the restored offset). A row that
+cannot be written (full disk) is one :class:`~alf.errors.WriteFailedError` naming
+the file.
 """
 import csv
+import io
 import os
 from typing import List, Sequence
+
+from alf.utils.atomic_write import atomic_write_text, write_failed
+
+_WHAT = "the progress log"
 
 HEADER = ["iteration", "env_steps", "wall_time_s", "average_return", "average_episode_length",
           "num_episodes", "fps"]
@@ -26,21 +33,38 @@ class ProgressLog:
 
     def __init__(self, path: str, keep_through_iteration: int):
         self.path = path
+        self._failed = False
         self.dropped_rows = _truncate(path, keep_through_iteration)
         new = not os.path.exists(path) or os.path.getsize(path) == 0
-        self._file = open(path, "a", newline="")
+        try:
+            self._file = open(path, "a", newline="")
+        except OSError as e:
+            raise write_failed(path, e, _WHAT) from None
         self._writer = csv.writer(self._file)
         if new:
-            self._writer.writerow(HEADER)
-            self._file.flush()
+            self.write(HEADER)
 
     def write(self, row: Sequence) -> None:
-        """Append one row (fields in :data:`HEADER` order) and flush it."""
-        self._writer.writerow(list(row))
-        self._file.flush()
+        """Append one row (fields in :data:`HEADER` order) and flush it.
+
+        Raises:
+            WriteFailedError: the row could not be written (a resume drops a partial row).
+        """
+        try:
+            self._writer.writerow(list(row))
+            self._file.flush()
+        except OSError as e:
+            self._failed = True
+            raise write_failed(self.path, e, _WHAT) from None
 
     def close(self) -> None:
-        self._file.close()
+        """Close the file; after a failed write the unwritten rest is dropped quietly (the
+        failure was already raised)."""
+        try:
+            self._file.close()
+        except OSError as e:
+            if not self._failed:
+                raise write_failed(self.path, e, _WHAT) from None
 
 
 def _truncate(path: str, keep_through_iteration: int) -> int:
@@ -60,10 +84,9 @@ def _truncate(path: str, keep_through_iteration: int) -> int:
         ends_with_newline = f.read(1) == b"\n"
     if len(kept) == len(body) and ends_with_newline:
         return 0
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows([header] + kept)
-    os.replace(tmp, path)
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows([header] + kept)
+    atomic_write_text(path, text.getvalue(), _WHAT)
     return len(body) - len(kept)
 
 

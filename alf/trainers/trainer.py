@@ -4,16 +4,19 @@ summarises, checkpoints and resumes.
 Construction does no I/O in ``root_dir`` (so a bad config writes nothing);
 :meth:`Trainer.run` first restores the newest valid checkpoint (refusing one of
 another env or network shape before anything is written), then writes the
-config, and trains until ``num_iterations`` / ``num_env_steps``. Ctrl-C (see
-:mod:`alf.trainers.interrupt_guard`) stops at an iteration boundary, saves a
-checkpoint that a second Ctrl-C cannot cut short, closes every env (reaping
-child processes) and raises :class:`TrainingInterrupted` naming the file. A
-crash saves nothing: the newest checkpoint stays the last good state.
+config, and trains until ``num_iterations`` / ``num_env_steps``. Ctrl-C or
+SIGTERM (see :mod:`alf.trainers.interrupt_guard`) stops at an iteration
+boundary, saves a checkpoint that a second Ctrl-C cannot cut short, closes every
+env (reaping child processes) and raises :class:`TrainingInterrupted` naming the
+file. A crash saves nothing: the newest checkpoint stays the last good state. A
+file that cannot be written (full disk) is one :class:`~alf.errors.WriteFailedError`,
+with every earlier file intact.
 """
 import logging
 import math
 import os
 import random
+import signal
 import sys
 import time
 from typing import Optional, Sequence
@@ -21,7 +24,7 @@ from typing import Optional, Sequence
 import torch
 
 from alf import config as alf_config
-from alf.errors import ConfigError, UserError
+from alf.errors import ConfigError, UserError, WriteFailedError
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs, build_algorithm
 from alf.metrics import EpisodeMetrics
@@ -32,12 +35,15 @@ from alf.trainers.experiment_signature import (check_compatible, experiment_sign
                                                load_algorithm_state)
 from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGuard,
                                           StopAtBoundary, TrainingInterrupted,
-                                          sigint_ignored_in_children)
+                                          sigint_ignored_in_children, stop_signal,
+                                          stop_words)
 from alf.trainers.progress_log import ProgressLog
+from alf.trainers.summary_writer import open_summary_writer
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.run_context import RunContext
 from alf.utils.cpu_budget import ThreadGovernor, usable_cpus
 from alf.trainers import data_parallel_trainer as dp
+from alf.utils.atomic_write import atomic_write_text
 from alf.utils.seeding import get_rng_state, set_random_seed, set_rng_state
 
 CONFIG_FILE = "config.gin"
@@ -111,7 +117,11 @@ class Trainer:
                                           config.num_checkpoints)
         self._writer = None
         self._saved_iteration: Optional[int] = None  # iteration of the newest checkpoint
-        self._interrupts = InterruptGuard(quiet=not self._is_main)
+        # a data-parallel rank's SIGTERM is its StopHandler's (it knows whether a peer died)
+        self._interrupts = InterruptGuard(
+            quiet=not self._is_main,
+            signals=(signal.SIGINT,) if rank_group is not None else
+            (signal.SIGINT, signal.SIGTERM))
         self._wall_time_offset = 0.0  # training seconds before this process (restored)
         self._loop_start: Optional[float] = None
 
@@ -210,22 +220,38 @@ class Trainer:
     def save_checkpoint(self) -> Optional[str]:
         """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete).
         In a data-parallel run every rank calls this together and rank 0 alone writes
-        (the other ranks return None)."""
+        (the other ranks return None).
+
+        Raises:
+            WriteFailedError: the checkpoint could not be written (e.g. the disk is full);
+                nothing of this iteration is left on disk, the previous checkpoint is intact.
+                In a data-parallel run every rank raises (rank 0's error is the one shown).
+        """
         rb = self._algorithm.replay_buffer
-        save_rb = rb is not None and (self._config.save_replay_buffer or rb.enable_checkpoint)
-        rb_state = rb.state_dict() if save_rb else None
+        rb_state = rb.state_dict() if self._saves_replay_buffer() else None
         with self._interrupts.shielded():
             state = self._training_state()
-            if self._group is not None:  # every rank's own part goes to rank 0
+            if self._group is None:
+                path = self._checkpointer.save(self._context.iteration, state, rb_state)
+            else:  # every rank's own part goes to rank 0, which writes
                 gathered = dp.gather_checkpoint(self._group, state, rb_state)
-                self._saved_iteration = self._context.iteration
-                if gathered is None:  # ranks > 0 write nothing
-                    return None
-                state, rb_state = gathered
-            path = self._checkpointer.save(self._context.iteration, state, rb_state)
+                path, error = None, None
+                if gathered is not None:
+                    try:
+                        path = self._checkpointer.save(self._context.iteration, *gathered)
+                    except WriteFailedError as e:
+                        error = e
+                # a failed write stops every rank (rank 0 says why), not only rank 0
+                self._group.check_together(error, "writing a checkpoint")
             self._saved_iteration = self._context.iteration
-            self._print_line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
+            if path is not None:
+                self._print_line(
+                    f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
         return path
+
+    def _saves_replay_buffer(self) -> bool:
+        rb = self._algorithm.replay_buffer
+        return rb is not None and (self._config.save_replay_buffer or rb.enable_checkpoint)
 
     def restore_checkpoint(self) -> bool:
         """Load the newest valid checkpoint; False if there is none.
@@ -268,6 +294,8 @@ class Trainer:
         self._saved_iteration = iteration
         self._notice(f"[alf] resumed from iteration {iteration:,} "
                      f"({self._context.env_steps:,} env steps)")
+        if self._is_main:  # the resume is accepted: bad newer files no longer count
+            self._set_aside_unreadable()
         saved_world = int(state.get("world_size", 1))
         world = self._group.world_size if self._group is not None else 1
         if saved_world != world:
@@ -276,6 +304,16 @@ class Trainer:
                          "episode metrics and replay buffers afresh")
         self._restore_replay_buffer(rb_state)
         return True
+
+    def _set_aside_unreadable(self) -> None:
+        """Move the checkpoints skipped as unreadable to ``*.corrupt``: left under their
+        names they would count toward ``num_checkpoints``, and pruning would delete the
+        oldest good checkpoint in their place."""
+        for old, new in self._checkpointer.set_aside_unreadable():
+            self._notice(f"[alf] moved the unreadable checkpoint {os.path.basename(old)} aside "
+                         f"to {os.path.basename(new)}: it is not counted among the "
+                         f"TrainerConfig.num_checkpoints={self._config.num_checkpoints} kept "
+                         "(delete it when you no longer need it)")
 
     def _restore_replay_buffer(self, rb_state: Optional[dict]) -> None:
         """Load the saved buffer, or say in one line that it starts empty and why."""
@@ -312,11 +350,16 @@ class Trainer:
         another env) fails before anything is written into ``root_dir``.
 
         Raises:
-            TrainingInterrupted: Ctrl-C; its ``checkpoint`` names the file written.
+            TrainingInterrupted: Ctrl-C or SIGTERM; its ``checkpoint`` names the file
+                written.
+            WriteFailedError: a file could not be written (full disk): one line naming it;
+                the previous checkpoint and config files are intact.
         """
         config_path = os.path.join(self._root_dir, CONFIG_FILE)
         try:
             resumed = self.restore_checkpoint()
+            if resumed and self._is_main:  # not after training until the next save
+                self._checkpointer.check_space_for_next(self._saves_replay_buffer())
             if not resumed and os.path.isfile(config_path):
                 self._notice(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
                              "(the previous run stopped before saving one): training starts "
@@ -332,17 +375,17 @@ class Trainer:
                     f"[alf] {self._root_dir} is already complete (iteration "
                     f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
                     "raise TrainerConfig.num_iterations / num_env_steps to continue")
-            from torch.utils.tensorboard import SummaryWriter
             # No purge_step: TensorBoard applies it to every tag, which would erase the
             # whole pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations).
             # Events a crashed run wrote past its checkpoint are dropped per tag by
             # TensorBoard when the resumed run's steps go back.
             if self._is_main and not complete:
-                self._writer = SummaryWriter(self._root_dir)
+                self._writer = open_summary_writer(self._root_dir)
                 self._context.summary_writer = self._writer
         except KeyboardInterrupt as e:
             self.close()  # no collective: each rank gets its own Ctrl-C at its own moment
             interrupted = InterruptedBeforeTraining()
+            interrupted.signum = stop_signal(e)
             interrupted.alf_silent = getattr(e, "alf_silent", False) or not self._is_main
             raise interrupted from None
         except BaseException as e:
@@ -365,10 +408,13 @@ class Trainer:
                 self._loop()
             except StopAtBoundary:
                 self._leaving()
-                self._notice("[alf] interrupted: saving a checkpoint and stopping ...")
+                reason = self._interrupts.reason
+                self._notice(f"[alf] {stop_words(reason)}: saving a checkpoint and "
+                             "stopping ...")
                 with self._interrupts.shielded():
                     saved = self._shutdown(save=True)
-                interrupted = TrainingInterrupted(saved, self._context.iteration)
+                interrupted = TrainingInterrupted(saved, self._context.iteration,
+                                                  reason=reason)
                 interrupted.alf_silent = not self._is_main  # rank 0 says where it saved
                 raise interrupted from None
             except KeyboardInterrupt:
@@ -379,7 +425,8 @@ class Trainer:
                     self._shutdown(save=False)
                 newest = self._checkpointer.list_checkpoints()
                 abandoned = TrainingInterrupted(None, self._context.iteration, abandoned=True,
-                                                newest=newest[0][1] if newest else None)
+                                                newest=newest[0][1] if newest else None,
+                                                reason=self._interrupts.reason)
                 abandoned.alf_silent = not self._is_main  # rank 0 names the checkpoint
                 raise abandoned from None
             except BaseException:
@@ -406,8 +453,11 @@ class Trainer:
             self._group.check_together(error, "preparing the run directory")
 
     def _shutdown(self, save: bool) -> Optional[str]:
-        """Final save (unless the newest checkpoint is current), operative config, close."""
+        """Final save (unless the newest checkpoint is current), operative config, close.
+        After a failure (``save=False``, or a save that failed) nothing here may raise a
+        second error over the first."""
         path = None
+        failed = not save
         try:
             if save and self._context.iteration != self._saved_iteration:
                 path = self.save_checkpoint()
@@ -415,10 +465,15 @@ class Trainer:
                 # the other ranks wait for rank 0's write: none exits early, so torchrun
                 # has no reason to stop rank 0 in the middle of it
                 self._group.check_together(None, "writing the final checkpoint")
+        except BaseException:
+            failed = True
+            raise
         finally:
-            if self._is_main:
-                self._write_operative_config()
-            self.close()
+            try:
+                if self._is_main:
+                    self._write_operative_config(report=not failed)
+            finally:
+                self.close()
         return path
 
     def _write_config(self, config_path: str) -> None:
@@ -435,18 +490,24 @@ class Trainer:
             with open(config_path) as f:
                 if f.read() == self._config_text:
                     return
-        with open(config_path + ".tmp", "w") as f:
-            f.write(self._config_text)
-        os.replace(config_path + ".tmp", config_path)
+        atomic_write_text(config_path, self._config_text, "the run's config")
 
-    def _write_operative_config(self) -> None:
+    def _write_operative_config(self, report: bool = True) -> None:
+        """``operative_config.gin`` (atomically; informational). A failed write keeps the
+        previous file and is one warning line, or nothing when ``report`` is False (the
+        run is already failing, and its first error is the one to show)."""
         try:
             text = alf_config.operative_config_text()
         except Exception:  # noqa: BLE001 - informational file only
             return
-        if text:
-            with open(os.path.join(self._root_dir, "operative_config.gin"), "w") as f:
-                f.write(text)
+        if not text:
+            return
+        try:
+            atomic_write_text(os.path.join(self._root_dir, "operative_config.gin"), text)
+        except WriteFailedError as e:
+            if report:
+                self._notice(f"[alf] warning: {e}; the previous operative_config.gin (if "
+                             "any) is kept")
 
     def _loop(self) -> None:
         cfg, ctx, alg = self._config, self._context, self._algorithm
@@ -476,6 +537,9 @@ class Trainer:
                 if self._group is not None:
                     # all ranks stop at the same boundary; metrics pooled over ranks
                     stop, merged = dp.sync_end_of_iteration(self._group, stop, metrics)
+                    if stop:  # every rank says the same why (a signal reaches only some)
+                        self._interrupts.reason = dp.agree_stop_reason(
+                            self._group, self._interrupts.reason)
                     if self._unroller is not None:  # pure offline: rank 0's evaluations
                         metrics = merged
                     if cfg.distributed_check_interval and \
@@ -603,7 +667,7 @@ class Trainer:
                 except Exception:  # noqa: BLE001
                     pass
         if getattr(self, "_writer", None) is not None:
-            self._writer.close()
+            self._writer.close()  # never raises (a failed events write was reported)
             self._writer = None
 
 

@@ -99,3 +99,34 @@ def test_trainer_restores_previous_checkpoint_when_newest_is_truncated(
     second.run()  # continues 3, 4 and replaces the bad file with a good one
     assert second.context.iteration == 4
     assert torch.load(newest, weights_only=True)["context"]["iteration"] == 4
+
+
+def test_last_unreadable_checkpoint_does_not_promise_a_fallback(tmp_path, caplog):
+    """The warning for the oldest checkpoint used to say "falling back to the previous one"
+    when there was none left."""
+    ckpt, _ = _two_checkpoints(tmp_path)
+    for _, path in ckpt.list_checkpoints():
+        with open(path, "wb") as f:
+            f.write(b"garbage")
+    with caplog.at_level(logging.WARNING), pytest.raises(CheckpointError):
+        ckpt.load_latest()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].endswith("falling back to the previous one"), warnings
+    assert warnings[1].endswith("no older checkpoint is left"), warnings
+    # nothing is moved or deleted when none is readable: the user decides
+    assert len(ckpt.list_checkpoints()) == 2
+
+
+def test_unreadable_checkpoints_are_set_aside_only_when_asked(tmp_path):
+    """Readers (play, export_dataset) only skip; the trainer that resumed moves them aside
+    so that they no longer count toward ``num_checkpoints``."""
+    ckpt, newest = _two_checkpoints(tmp_path)
+    with open(newest, "wb") as f:
+        f.write(b"garbage")
+    assert ckpt.load_latest()[0] == 2
+    assert os.path.exists(newest)
+    assert ckpt.set_aside_unreadable() == [(newest, newest + ".corrupt")]
+    assert not os.path.exists(newest) and os.path.exists(newest + ".corrupt")
+    assert [i for i, _ in ckpt.list_checkpoints()] == [2]
+    assert ckpt.set_aside_unreadable() == []
