@@ -9,8 +9,10 @@ rank, each with one line that names the culprit:
 - the launcher (torchrun's agent) sends SIGTERM after a worker died:
   :class:`StopHandler` raises :class:`PeerLostError` in the main thread;
 - the launcher itself dies (its workers run in their own session, so nothing
-  else would stop them): :func:`start_parent_watch` sends this process SIGTERM,
-  and exits hard if the main thread is stuck in C++ for ``grace_s`` more.
+  else would stop them): :func:`start_parent_watch` notes why (the ranks then say
+  "stopped because the launcher (pid N) exited", not that someone pressed Ctrl-C)
+  and sends this process SIGTERM, and exits hard if the main thread is stuck in C++
+  for ``grace_s`` more.
 """
 import os
 import re
@@ -164,12 +166,18 @@ class StopHandler:
 
     After the first raise (or :meth:`disarm`, when a failed collective already started
     the cleanup) further SIGTERMs are ignored, so they cannot cut the cleanup short.
+
+    Attributes:
+        on_stop_request: called with ``(signum, cause)`` while training.
+        cause: why the SIGTERM came when no person sent it (set by the launcher watch:
+            "the launcher (pid N) exited"); None for a plain SIGTERM.
     """
 
     def __init__(self, table: PeerTable):
         self._table = table
         self.disarmed = False
-        self.on_stop_request: Optional[Callable[[], None]] = None
+        self.on_stop_request: Optional[Callable[[int, Optional[str]], None]] = None
+        self.cause: Optional[str] = None
         self._previous = None
 
     def install(self) -> None:
@@ -202,27 +210,36 @@ class StopHandler:
                                    "checkpoint: it needs every rank; rerun to resume from the "
                                    "newest one)")
         if self.on_stop_request is not None:
-            self.on_stop_request()
+            self.on_stop_request(signal.SIGTERM, self.cause)
             return
         self.disarmed = True
+        if self.cause:
+            raise self._table.lost(f"rank {self._table.rank} stopped before training started "
+                                   f"because {self.cause}")
         raise self._table.lost(f"rank {self._table.rank} was stopped by SIGTERM before training "
                                "started (torchrun stops every rank when one fails or when it "
                                "is asked to stop)")
 
 
-def start_parent_watch(grace_s: float = 30.0, period_s: float = 1.0) -> threading.Thread:
+def start_parent_watch(handler: Optional[StopHandler] = None, grace_s: float = 30.0,
+                       period_s: float = 0.25) -> threading.Thread:
     """A daemon thread that stops this rank when its launcher (the parent process) dies:
-    SIGTERM to itself (handled by :class:`StopHandler`), then ``os._exit(1)`` after
-    ``grace_s`` if the main thread is stuck in a collective. Children of this rank
-    (env workers) watch their own parent and exit in turn."""
+    SIGTERM to itself (handled by :class:`StopHandler`, told the cause first, so the
+    rank says that the launcher exited, once, from rank 0), then ``os._exit(1)`` after
+    ``grace_s`` if the main thread is stuck in a collective. Children of this rank (env
+    workers) watch their own parent and exit in turn."""
     parent = os.getppid()
 
     def watch():
         while True:
             time.sleep(period_s)
             if os.getppid() != parent:
-                print(f"[alf] rank pid {os.getpid()}: the launcher (pid {parent}) is gone; "
-                      "stopping", file=sys.stderr, flush=True)
+                cause = f"the launcher (pid {parent}) exited"
+                if handler is not None:
+                    handler.cause = cause
+                else:
+                    print(f"[alf] rank pid {os.getpid()}: {cause}; stopping", file=sys.stderr,
+                          flush=True)
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(grace_s)
                 os._exit(1)

@@ -17,6 +17,7 @@ deterministic in what it reduces); the timeout (``ALF_DIST_TIMEOUT_S``, default
 import contextlib
 import datetime
 import os
+import re
 import sys
 from typing import Any, Callable, Iterator, List, Optional, TypeVar
 
@@ -101,7 +102,7 @@ class RankGroup:
                 group._check_peers, _timeout_s(),
                 warn=lambda text: print(text, file=sys.stderr, flush=True) if rank == 0 else None)
         group._stop_handler.install()
-        start_parent_watch()
+        start_parent_watch(group._stop_handler)
         return group
 
     def close(self, completed: bool = False) -> None:
@@ -149,9 +150,11 @@ class RankGroup:
         still fails the next collective, and torchrun's SIGKILL stays the backstop."""
         self._stop_handler.disarm()
 
-    def on_stop_request(self, callback: Optional[Callable[[], None]]) -> None:
+    def on_stop_request(self, callback: Optional[Callable[[int, Optional[str]], None]]
+                        ) -> None:
         """While training: a SIGTERM from the launcher with every local rank alive calls
-        ``callback`` (the trainer counts it as a Ctrl-C) instead of raising."""
+        ``callback(signum, cause)`` (the trainer counts it as a Ctrl-C) instead of raising;
+        ``cause`` says why when no person sent it (the launcher exited), else None."""
         self._stop_handler.on_stop_request = callback
 
     def device_for(self, device: str) -> str:
@@ -278,7 +281,14 @@ def _timeout_s() -> float:
 
 
 def _first_message(error: BaseException) -> str:
-    return str(error) or type(error).__name__
+    """``error``'s message as ranks compare it: without the "In call to configurable 'f'
+    (<function f at 0x...>)" lines gin appends, whose addresses differ between ranks (an
+    unknown env name was printed once per rank)."""
+    lines = [l for l in str(error).splitlines() if not _GIN_CALL_LINE.match(l)]
+    return "\n".join(lines).strip() or type(error).__name__
+
+
+_GIN_CALL_LINE = re.compile(r"^\s*In call to configurable '")
 
 
 def _picklable(e: BaseException) -> BaseException:

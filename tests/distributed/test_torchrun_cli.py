@@ -162,7 +162,9 @@ def test_killed_rank_stops_the_other_naming_it(tmp_path, async_unroll):
      "@alf.optimizers.Adam()\nTrainerConfig.async_unroll = True\n"
      "TrainerConfig.unroll_length = 0\nTrainerConfig.max_unroll_length = 8\n",
      "unroll_length"),  # found by every rank building: ranks would not pair up
-], ids=["typo", "bad_value", "async_take_ready"])
+    ("create_environment.env_name = 'CartPol-v1'\n", "CartPol-v1"),  # gin appends the
+    # function's address, which differs between ranks: it was printed once per rank
+], ids=["typo", "bad_value", "async_take_ready", "unknown_env"])
 def test_bad_config_is_reported_once_with_status_2(tmp_path, extra, named):
     """A mistake is one line (not one per rank), every rank exits 2 and nothing is
     written."""
@@ -174,6 +176,8 @@ def test_bad_config_is_reported_once_with_status_2(tmp_path, extra, named):
     assert done.returncode != 0
     lines = [l for l in done.stderr.splitlines() if l.startswith("alf.bin.train: error:")]
     assert len(lines) == 1 and named in lines[0], done.stderr[-3000:]
+    # (two ranks' lines can land on one line: each print is two writes, text and newline)
+    assert done.stderr.count("alf.bin.train: error:") == 1, done.stderr[-3000:]
     # no rank printed a traceback (torchrun's own, about ChildFailedError, is its business)
     assert not re.search(r'File "[^"]*/alf/', done.stderr), done.stderr[-3000:]
     # torchrun's failure table: both ranks exited with status 2
@@ -227,3 +231,49 @@ def test_ctrl_c_on_torchrun_saves_one_checkpoint_and_a_single_process_resumes(tm
     assert "saved by 2 rank(s), this run has 1" in done.stderr
     rows = (root / "progress.csv").read_text().splitlines()
     assert rows[-1].split(",")[:2] == [str(more), str(saved_iteration * 32 + 3 * 16)]
+
+
+def test_killed_launcher_stops_the_ranks_saying_why(tmp_path):
+    """SIGKILL of torchrun itself: its ranks (in their own session) notice, save one
+    checkpoint at the same boundary and exit, and say that the launcher exited (they
+    used to print "Ctrl-C: finishing the current iteration" and "interrupted")."""
+    import threading
+    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 1000000\n")
+    root = tmp_path / "run"
+    cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
+                      "alf.bin.train", f"--conf={conf}", f"--root_dir={root}"]
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(launcher.stderr), daemon=True)
+    reader.start()
+    ranks = []
+    try:
+        deadline = time.monotonic() + 120
+        ranks = [_rank_pid(launcher.pid, r, deadline) for r in (0, 1)]
+        progress = root / "progress.csv"
+        while time.monotonic() < deadline and not (
+                progress.exists() and len(progress.read_text().splitlines()) > 3):
+            assert launcher.poll() is None, "".join(lines)[-3000:]
+            time.sleep(0.2)
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        reader.join(timeout=60)  # the ranks hold the pipe until they exit
+        assert not reader.is_alive(), "the ranks did not exit within 60 s"
+    finally:
+        for pid in ranks:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    err = "".join(lines)
+    after_kill = err[err.find("[alf] iter"):]
+    assert "Ctrl-C" not in after_kill and "interrupted" not in after_kill, after_kill[-3000:]
+    ckpts = sorted((root / "train").glob("ckpt-*.pt"))
+    assert len(ckpts) == 1, err[-3000:]
+    iteration = int(ckpts[0].stem.split("-")[1])
+    final = [l.rstrip("\n") for l in lines if l.startswith("alf.bin.train:")]
+    assert final == [f"alf.bin.train: stopped at iteration {iteration:,} because the launcher "
+                     f"(pid {launcher.pid}) exited; state saved in {ckpts[0]}, all workers "
+                     "stopped. Rerun the same command to resume."], err[-3000:]
+    assert not re.search(r'File "[^"]*/alf/', err), err[-3000:]
