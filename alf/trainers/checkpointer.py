@@ -16,6 +16,7 @@ import glob
 import logging
 import os
 import re
+import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -232,7 +233,8 @@ def unreadable_reason(path: str, exc: Exception) -> str:
     truncated = isinstance(exc, OSError) and exc.errno == errno.EINVAL  # seek past the end
     if truncated or "zip archive" in text or "central directory" in text:
         return f"truncated or corrupt file ({size:,} bytes)"
-    if isinstance(exc, (EOFError, KeyError, IndexError)) or "pickle" in text.lower():
+    if isinstance(exc, (EOFError, KeyError, IndexError, struct.error)) or \
+            "pickle" in text.lower():
         return f"not a torch checkpoint file ({size:,} bytes)"
     first = re.split(r"(?<=[.!?])\s", text.splitlines()[0] if text else "", maxsplit=1)[0]
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
