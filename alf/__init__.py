@@ -3,8 +3,8 @@
 ``import alf`` registers every configurable (algorithms, networks,
 environments, trainer) so gin files can name them.
 """
-# Before torch (and its OpenMP runtime) loads: idle OpenMP threads sleep instead of
-# spinning on a core another process needs (alf.utils.cpu_budget).
+# Before torch (and its OpenMP runtime) loads: idle OpenMP threads spin only briefly,
+# then sleep, instead of spinning on a core another process needs (alf.utils.cpu_budget).
 from alf.utils.cpu_budget import prefer_yielding_thread_pools as _prefer_yielding
 
 _prefer_yielding()

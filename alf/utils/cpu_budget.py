@@ -10,8 +10,9 @@ one busy loop took 123 s for what takes 21 s alone; a small MLP update took 72 s
 vs 3.5 s. Three measures, all here:
 
 - :func:`prefer_yielding_thread_pools` (called by ``import alf`` before torch
-  loads): OpenMP threads sleep when they have nothing to do instead of spinning
-  (``OMP_WAIT_POLICY=PASSIVE``) unless the user set a policy;
+  loads): an idle OpenMP thread spins only briefly before it sleeps
+  (``GOMP_SPINCOUNT=20000``, ``KMP_BLOCKTIME=1``) instead of libgomp's long spin,
+  unless the user chose a wait policy;
 - :func:`usable_cpus`: the CPUs this process may run on: its affinity mask,
   capped by a cgroup CPU quota (a container limited to 2 CPUs of a 64-core
   host gets 2, where torch would start 64 threads);
@@ -32,7 +33,12 @@ from typing import Callable, Dict, Optional, Sequence
 
 # OpenMP runtimes read these when they load; torch loads libgomp (or Intel's
 # runtime) at import, so they must be in the environment before ``import torch``.
-YIELDING_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+# An idle OpenMP thread spins this long for the next parallel region, then sleeps:
+# libgomp's default spins 300,000 times (and OMP_WAIT_POLICY=ACTIVE forever) on a
+# core another process may want; PASSIVE (no spin) made sac_pendulum.gin 1.5x
+# slower alone (33 s vs 22 s), 20,000 spins kept its speed (20-23 s). Intel's
+# runtime: 1 ms instead of its 200 ms default.
+YIELDING_ENV = {"GOMP_SPINCOUNT": "20000", "KMP_BLOCKTIME": "1"}
 # any of these set means the user chose how OpenMP threads wait: leave it alone
 # (GOMP_SPINCOUNT: libgomp's spin count; KMP_BLOCKTIME: Intel's runtime)
 WAIT_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
@@ -41,7 +47,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def prefer_yielding_thread_pools(environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """Make OpenMP thread pools sleep instead of spin when idle, unless the user chose.
+    """Make idle OpenMP threads spin briefly, then sleep, unless the user chose a policy.
 
     Sets :data:`YIELDING_ENV` unless one of :data:`WAIT_POLICY_VARS` is set (a user's
     own ``OMP_WAIT_POLICY=ACTIVE`` or ``GOMP_SPINCOUNT`` wins). Child processes inherit

@@ -22,26 +22,26 @@ def restore_threads():
     torch.set_num_threads(n)
 
 
-def test_prefer_yielding_sets_passive_unless_user_chose():
+def test_prefer_yielding_bounds_the_spin_unless_user_chose():
     env = {}
-    assert prefer_yielding_thread_pools(env) == {"OMP_WAIT_POLICY": "PASSIVE"}
-    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
-    env = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert prefer_yielding_thread_pools(env) == {}
-    assert env["OMP_WAIT_POLICY"] == "ACTIVE"
-    env = {"GOMP_SPINCOUNT": "300000"}  # libgomp's own knob: the user chose
-    assert prefer_yielding_thread_pools(env) == {}
-    assert "OMP_WAIT_POLICY" not in env
+    assert prefer_yielding_thread_pools(env) == {"GOMP_SPINCOUNT": "20000", "KMP_BLOCKTIME": "1"}
+    assert env["GOMP_SPINCOUNT"] == "20000"
+    for chosen in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "300000"},
+                   {"KMP_BLOCKTIME": "200"}):
+        env = dict(chosen)
+        assert prefer_yielding_thread_pools(env) == {}
+        assert env == chosen
 
 
-@pytest.mark.parametrize("preset,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+@pytest.mark.parametrize("preset,expected", [(None, "20000"), ("ACTIVE", "unset")])
 def test_import_alf_sets_the_wait_policy_before_torch_loads(preset, expected):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env = {k: v for k, v in os.environ.items() if k not in cpu_budget.WAIT_POLICY_VARS}
     if preset:
         env["OMP_WAIT_POLICY"] = preset
     env["PYTHONPATH"] = REPO_ROOT
     out = subprocess.run([sys.executable, "-c", "import os, sys; import alf; "
-                          "print(os.environ['OMP_WAIT_POLICY'])"],
+                          "assert 'torch' in sys.modules; "
+                          "print(os.environ.get('GOMP_SPINCOUNT', 'unset'))"],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == expected
