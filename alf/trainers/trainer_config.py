@@ -171,7 +171,7 @@ class TrainerConfig:
                  summarize_first_interval: bool = True,
                  debug_summaries: bool = False,
                  progress_interval_seconds: NonNegative = 5.0,
-                 num_threads: Optional[int] = None,
+                 num_threads: Optional[PositiveInt] = None,
                  adapt_threads: bool = True,
                  metric_buffer_size: PositiveInt = 20,
                  save_replay_buffer: bool = False,

@@ -17,8 +17,8 @@ vs 3.5 s. Three measures, all here:
   capped by a cgroup CPU quota (a container limited to 2 CPUs of a 64-core
   host gets 2, where torch would start 64 threads);
 - :class:`ThreadGovernor`: every ``period_s`` it measures how much of those
-  CPUs other processes keep busy (``/proc/stat`` minus this process's own CPU
-  time) and sets torch's intra-op threads to what is left, between 1 and the
+  CPUs other jobs keep busy (``/proc/stat`` minus this process's and its env
+  workers' CPU time) and sets torch's intra-op threads to what is left, between 1 and the
   configured maximum; and it says when the run is CPU-starved (its threads
   wait for a CPU a large share of the time, per ``/proc/<pid>/task/*/schedstat``).
 
@@ -188,8 +188,9 @@ class CpuLoad:
 
     Attributes:
         others: CPUs (0..usable) kept busy by other processes, this run's own child
-            processes (env workers) included: what torch threads must share with.
-        foreign: the part of ``others`` that is not this run's (other runs, other jobs).
+            processes (env workers) included.
+        foreign: the part of ``others`` that is not this run's (other runs, other jobs):
+            what the thread count gives way to.
         wait_share: share of its threads' runnable time this process spent waiting for
             a CPU (0..1); None where the kernel does not report it.
     """
@@ -219,15 +220,19 @@ def load_between(a: CpuSample, b: CpuSample, usable: int) -> CpuLoad:
 
 
 def threads_for(load: CpuLoad, usable: int, maximum: int, current: int) -> int:
-    """Torch threads to use next: the CPUs other processes leave free, within [1, maximum].
+    """Torch threads to use next: the CPUs other jobs leave free, within [1, maximum].
+
+    Other jobs are ``load.foreign``: this run's own env workers are not counted, since
+    the config sized them next to the learner (an async SAC run whose learner gave its
+    second thread to its own busy worker was 11% slower on an idle machine).
 
     Hysteresis: a thread is added only when a whole further CPU (minus a quarter) is
     free, and removed when less than half of the current count's last CPU is; so a
     run does not flip between counts on noise.
     """
-    if load.others is None:
+    if load.foreign is None:
         return current
-    free = usable - load.others
+    free = usable - load.foreign
     target = current
     while target > 1 and free < target - 0.5:
         target -= 1
@@ -241,7 +246,7 @@ STARVED_OTHERS = 0.5  # and other processes kept at least half a CPU busy
 
 
 class ThreadGovernor:
-    """Sizes torch's intra-op thread pool to the CPUs other processes leave free.
+    """Sizes torch's intra-op thread pool to the CPUs other jobs leave free.
 
     Call :meth:`tick` from the main thread often (e.g. every training iteration;
     it does work only every ``period_s``). Torch threads are changed with

@@ -106,6 +106,11 @@ def test_threads_for(others, current, expected):
                        current=current) == expected
 
 
+def test_threads_for_leaves_own_env_workers_alone():
+    # the run's own busy env worker (others 1.0, foreign 0.0) takes no learner thread
+    assert threads_for(CpuLoad(1.0, 0.0, None), usable=2, maximum=2, current=2) == 2
+
+
 def test_threads_for_many_cores():
     load = CpuLoad(5.2, 5.2, None)
     assert threads_for(load, usable=16, maximum=16, current=16) == 11  # 10.8 free
