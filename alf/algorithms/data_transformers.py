@@ -350,7 +350,7 @@ class RewardNormalizer(DataTransformer):
     changes_observation = False
 
     def __init__(self, observation_spec: Nest, gamma: Discount = 0.99,
-                 clip_value: Optional[Positive] = 10.0, epsilon: NonNegative = 1e-8,
+                 clip_value: Optional[NonNegative] = 10.0, epsilon: NonNegative = 1e-8,
                  update_max_calls: Optional[int] = None, reward_shape: Sequence[int] = ()):
         super().__init__(observation_spec, state_spec=TensorSpec(reward_shape, torch.float32))
         self._gamma = gamma

@@ -117,7 +117,10 @@ class _Checker:
     def within(self, field: str, array: np.ndarray, spec: BoundedTensorSpec) -> None:
         """Every valid, non-LAST value of ``array`` ``[R, T, *spec.shape]`` is in the bounds."""
         lo, hi = spec.minimum, spec.maximum
-        found = self._scan(array, lambda x: (x < lo) | (x > hi), skip_last=True)
+        # per-element bounds, flattened like _scan's [n, prod(shape)] rows
+        flat_lo = np.broadcast_to(np.asarray(lo), tuple(spec.shape)).reshape(-1)
+        flat_hi = np.broadcast_to(np.asarray(hi), tuple(spec.shape)).reshape(-1)
+        found = self._scan(array, lambda x: (x < flat_lo) | (x > flat_hi), skip_last=True)
         if found is not None:
             r, t, value = found
             self._fail(field, r, t, f"has action {value}",

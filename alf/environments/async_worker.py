@@ -26,6 +26,7 @@ to the live parent as before.
 """
 import functools
 import os
+import signal
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -110,6 +111,8 @@ def async_worker(creator_pid: int, index: int, env_fn: Any, pipe: Connection,
     start methods. (The watchdog's pid test could be fooled if the creator's
     pid were reused within one period; the pipe test still ends an idle worker.)
     """
+    for stop in (signal.SIGINT, signal.SIGTERM):  # the trainer decides how to stop
+        signal.signal(stop, signal.SIG_IGN)
     threading.Thread(target=_watch_parent,
                      args=(creator_pid, os.getppid(), WATCHDOG_PERIOD_S),
                      name="alf-parent-watchdog", daemon=True).start()

@@ -210,22 +210,22 @@ def _say(text: str) -> None:
 
 @contextlib.contextmanager
 def stop_signals_ignored_in_children() -> Iterator[None]:
-    """Env worker processes started in this block inherit SIGINT and SIGTERM ignored
-    (kept across fork and exec), so a terminal Ctrl-C, which reaches the whole process
-    group, or Slurm's SIGTERM to every process of the job, does not kill them mid-step:
-    the trainer finishes the iteration, saves, then closes them (``terminate()`` is
-    followed by ``kill()`` when a worker does not stop). Main thread only; the previous
-    handlers are restored on exit."""
+    """Env worker processes started in this block inherit SIGINT ignored (kept across
+    fork and exec), so a terminal Ctrl-C, which reaches the whole process group, does not
+    kill them mid-step: the trainer finishes the iteration, saves, then closes them.
+    SIGTERM is not ignored here: this process would lose a ``docker stop`` or Slurm
+    SIGTERM arriving while envs are built; the children ignore it themselves as their
+    first statement (``env_worker.worker_main``, ``async_worker.async_worker``). Main
+    thread only; the previous handler is restored on exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else
-                          signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        signal.signal(signal.SIGINT, previous if previous is not None
+                      else signal.default_int_handler)
 
 
 #: the former name (SIGTERM is ignored in the children too)

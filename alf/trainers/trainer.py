@@ -669,6 +669,8 @@ class Trainer:
         if getattr(self, "_writer", None) is not None:
             self._writer.close()  # never raises (a failed events write was reported)
             self._writer = None
+        if getattr(self, "_governor", None) is not None:
+            self._governor.restore()  # torch's thread count as before this run
 
 
 def _env_name_bound() -> bool:

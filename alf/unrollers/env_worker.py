@@ -152,7 +152,8 @@ def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None):
 
 def worker_main(spec: WorkerSpec, conn: Connection) -> None:
     """Process entry point (module level: ``spawn`` pickles it by reference)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in (signal.SIGINT, signal.SIGTERM):  # the learner decides how to stop
+        signal.signal(stop, signal.SIG_IGN)
     threading.Thread(target=_watch_learner, args=(spec.learner_pid,), daemon=True,
                      name="alf-learner-watchdog").start()
     torch.set_num_threads(max(1, spec.num_threads))

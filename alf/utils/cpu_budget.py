@@ -175,6 +175,7 @@ class CpuSample:
 
     @classmethod
     def take(cls, cpus: Sequence[int], child_pids: Sequence[int] = ()) -> "CpuSample":
+        """Read the clocks now: busy time of ``cpus``, this process's, ``child_pids``'."""
         t = os.times()
         busy = _busy_ticks(cpus)
         return cls(time.monotonic(), None if busy is None else busy / _CLOCK_TICKS,
@@ -199,13 +200,14 @@ class CpuLoad:
     wait_share: Optional[float]
 
 
-def load_between(a: CpuSample, b: CpuSample, usable: int) -> CpuLoad:
-    """The :class:`CpuLoad` from sample ``a`` to the later sample ``b``."""
+def load_between(a: CpuSample, b: CpuSample, capacity: int) -> CpuLoad:
+    """The :class:`CpuLoad` from sample ``a`` to the later sample ``b``; ``capacity`` is
+    the number of CPUs the samples' busy time was summed over (the affinity mask)."""
     dt = b.wall - a.wall
     others = foreign = None
     if dt > 0 and a.busy_cpu_s is not None and b.busy_cpu_s is not None:
         others = (b.busy_cpu_s - a.busy_cpu_s - (b.own_cpu_s - a.own_cpu_s)) / dt
-        others = min(float(usable), max(0.0, others))
+        others = min(float(capacity), max(0.0, others))
         # children present in both samples (a restarted worker has a new pid)
         children = sum(max(0.0, b.children[p] - a.children[p])
                        for p in b.children if p in a.children) / dt
@@ -219,20 +221,24 @@ def load_between(a: CpuSample, b: CpuSample, usable: int) -> CpuLoad:
     return CpuLoad(others, foreign, share)
 
 
-def threads_for(load: CpuLoad, usable: int, maximum: int, current: int) -> int:
+def threads_for(load: CpuLoad, usable: int, maximum: int, current: int,
+                capacity: Optional[int] = None) -> int:
     """Torch threads to use next: the CPUs other jobs leave free, within [1, maximum].
 
     Other jobs are ``load.foreign``: this run's own env workers are not counted, since
     the config sized them next to the learner (an async SAC run whose learner gave its
     second thread to its own busy worker was 11% slower on an idle machine).
 
+    ``capacity``: the CPUs ``load`` was measured over (default ``usable``).
     Hysteresis: a thread is added only when a whole further CPU (minus a quarter) is
     free, and removed when less than half of the current count's last CPU is; so a
     run does not flip between counts on noise.
     """
     if load.foreign is None:
         return current
-    free = usable - load.foreign
+    # a cgroup quota (``usable``) smaller than the affinity mask (``capacity``): other
+    # jobs on the host's other CPUs take nothing from this run's quota
+    free = min(float(usable), (capacity or usable) - load.foreign)
     target = current
     while target > 1 and free < target - 0.5:
         target -= 1
@@ -245,6 +251,18 @@ STARVED_WAIT_SHARE = 0.25  # threads waited for a CPU at least this share of the
 STARVED_OTHERS = 0.5  # and other processes kept at least half a CPU busy
 
 
+_TORCH_DEFAULT_THREADS: Optional[int] = None
+
+
+def _torch_default_threads(torch) -> int:
+    """torch's own intra-op default (read before any governor changes it): the cap of
+    ``num_threads=None``, so that a run never starts more threads than torch would."""
+    global _TORCH_DEFAULT_THREADS  # pylint: disable=global-statement
+    if _TORCH_DEFAULT_THREADS is None:
+        _TORCH_DEFAULT_THREADS = max(1, torch.get_num_threads())
+    return _TORCH_DEFAULT_THREADS
+
+
 class ThreadGovernor:
     """Sizes torch's intra-op thread pool to the CPUs other jobs leave free.
 
@@ -254,8 +272,8 @@ class ThreadGovernor:
 
     Args:
         maximum: the most torch threads to use (``TrainerConfig.num_threads``; when
-            None, ``OMP_NUM_THREADS`` if set, else :func:`usable_cpus`); adaptive
-            governors clip it to :func:`usable_cpus`.
+            None, ``OMP_NUM_THREADS`` if set, else :func:`usable_cpus` capped by torch's
+            own default); adaptive governors clip it to :func:`usable_cpus`.
         adaptive: False pins exactly ``maximum`` threads (bit-identical reruns do not
             depend on the machine's load); the load is still measured and reported.
         period_s: seconds between measurements.
@@ -268,13 +286,15 @@ class ThreadGovernor:
         import torch  # pylint: disable=import-outside-toplevel
         self._torch = torch
         self.usable = usable_cpus()
-        self.maximum = max(1, int(maximum)) if maximum else _omp_num_threads() or self.usable
+        self.maximum = (max(1, int(maximum)) if maximum else
+                        _omp_num_threads() or min(self.usable, _torch_default_threads(torch)))
         if adaptive:
             self.maximum = min(self.maximum, self.usable)
         self.adaptive = adaptive
         self.period_s = period_s
         self._cpus = _affinity()
         self._child_pids = child_pids
+        self._initial = torch.get_num_threads()
         self.threads = self.maximum
         self._set(self.threads)
         self._last = self._sample()
@@ -299,12 +319,18 @@ class ThreadGovernor:
         sample = self._sample()
         if sample.wall - self._last.wall <= 0:
             return False
-        self.load = load_between(self._last, sample, self.usable)
+        self.load = load_between(self._last, sample, len(self._cpus))
         self._last = sample
         if self.adaptive:
-            self.threads = threads_for(self.load, self.usable, self.maximum, self.threads)
+            self.threads = threads_for(self.load, self.usable, self.maximum, self.threads,
+                                       capacity=len(self._cpus))
             self._set(self.threads)
         return True
+
+    def restore(self) -> None:
+        """Give torch back the thread count it had before this governor (a notebook or a
+        test that trains twice must not inherit a load-reduced count)."""
+        self._set(self._initial)
 
     @property
     def starved(self) -> bool:

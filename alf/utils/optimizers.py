@@ -12,7 +12,7 @@ from typing import Annotated, Any, Dict, Iterable, Optional, Tuple, Type
 import gin
 import torch
 
-from alf.config_ranges import NonNegative, Positive, PositiveSchedule, Range, UnitInterval
+from alf.config_ranges import NonNegative, NonNegativeSchedule, Positive, Range, UnitInterval
 from alf.utils.fast_optim import FastAdam
 from alf.utils.schedules import ScheduleLike, as_schedule
 
@@ -49,7 +49,7 @@ def _fast_kwargs(optimizer_cls: Type[torch.optim.Optimizer]) -> Dict[str, Any]:
 
 
 @gin.configurable(module="alf.optimizers")
-def Adam(lr: PositiveSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
+def Adam(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
          eps: NonNegative = 1e-8,
          weight_decay: NonNegative = 0.0,
          gradient_clipping: Optional[Positive] = None, amsgrad: bool = False) -> OptimizerFactory:
@@ -70,7 +70,7 @@ def Adam(lr: PositiveSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
 
 
 @gin.configurable(module="alf.optimizers")
-def AdamW(lr: PositiveSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
+def AdamW(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
           eps: NonNegative = 1e-8,
           weight_decay: NonNegative = 0.01,
           gradient_clipping: Optional[Positive] = None) -> OptimizerFactory:
@@ -89,7 +89,7 @@ def AdamW(lr: PositiveSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
 
 
 @gin.configurable(module="alf.optimizers")
-def RMSprop(lr: PositiveSchedule = 7e-4, alpha: UnitInterval = 0.99, eps: NonNegative = 1e-5,
+def RMSprop(lr: NonNegativeSchedule = 7e-4, alpha: UnitInterval = 0.99, eps: NonNegative = 1e-5,
             momentum: NonNegative = 0.0,
             gradient_clipping: Optional[Positive] = None) -> OptimizerFactory:
     """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5).
@@ -107,7 +107,7 @@ def RMSprop(lr: PositiveSchedule = 7e-4, alpha: UnitInterval = 0.99, eps: NonNeg
 
 
 @gin.configurable(module="alf.optimizers")
-def SGD(lr: PositiveSchedule = 1e-2, momentum: NonNegative = 0.0,
+def SGD(lr: NonNegativeSchedule = 1e-2, momentum: NonNegative = 0.0,
         gradient_clipping: Optional[Positive] = None
         ) -> OptimizerFactory:
     """Plain SGD with optional momentum.

@@ -6,21 +6,25 @@ import sys
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from alf.utils.cpu_budget import usable_cpus
-
 
 def test_progress_line_says_cpu_starved_and_threads_shrink(alf_cli, tmp_path):
+    """Before issue 18 a run here kept 2 spinning torch threads and said nothing."""
     gin_file = alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO + """
 TrainerConfig.num_iterations = 200
 TrainerConfig.num_threads = 2
 TrainerConfig.summary_interval = 20
 TrainerConfig.progress_interval_seconds = 0.5
 """)
-    usable = usable_cpus()
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(usable)]
+    # the run and the hogs share the same (at most 2) CPUs: the same figures on any machine
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    pin = lambda: os.sched_setaffinity(0, cpus)  # noqa: E731
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+            for _ in cpus]
     try:
-        out = alf_cli.run("alf.bin.train", [f"--conf={gin_file}", "--root_dir=run"], tmp_path,
-                          timeout=300, env={"OMP_NUM_THREADS": ""})
+        out = subprocess.run(alf_cli.command("alf.bin.train", [f"--conf={gin_file}",
+                                                               "--root_dir=run"]),
+                             cwd=str(tmp_path), env=alf_cli.env(), capture_output=True,
+                             text=True, timeout=300, preexec_fn=pin)
     finally:
         for h in hogs:
             h.kill()

@@ -71,7 +71,7 @@ CASES = {
     "PPOAlgorithm.gae_lambda=1.01": ["PPOAlgorithm.gae_lambda = 1.01", "in [0, 1]"],
     "PPOLoss.importance_ratio_clipping=-0.2": ["importance_ratio_clipping = -0.2", "> 0"],
     "PPOLoss.entropy_regularization=-0.01": ["entropy_regularization = -0.01", ">= 0"],
-    "alf.optimizers.Adam.lr=0": ["Adam.lr = 0", "> 0"],
+    "alf.optimizers.Adam.lr=-0.001": ["Adam.lr = -0.001", ">= 0"],  # 0 freezes: allowed
     "alf.optimizers.Adam.betas=(0.9, 1.5)": ["Adam.betas = (0.9, 1.5)", "item 2", "in [0, 1)"],
     "SacAlgorithm.target_update_tau=0": ["SacAlgorithm.target_update_tau = 0", "in (0, 1]"],
     "SacAlgorithm.num_critics=0": ["SacAlgorithm.num_critics = 0", ">= 1"],

@@ -83,13 +83,13 @@ def test_load_between_separates_other_jobs_from_own_children():
     # 2 s: the CPUs were busy 3.6 CPU-s; this process used 1.0, its env worker 0.8
     a = _sample(10.0, 100.0, 5.0, (0, 0), {42: 1.0})
     b = _sample(12.0, 103.6, 6.0, (1_000_000_000, 500_000_000), {42: 1.8})
-    load = load_between(a, b, usable=2)
+    load = load_between(a, b, capacity=2)
     assert load.others == pytest.approx(1.3)  # (3.6 - 1.0) / 2: the worker counts here
     assert load.foreign == pytest.approx(0.9)  # ... but not here: it is this run's own
     assert load.wait_share == pytest.approx(1 / 3)
     # a worker restarted under a new pid is not counted with a negative delta
     c = _sample(14.0, 107.6, 7.0, (2_000_000_000, 500_000_000), {43: 0.1})
-    assert load_between(b, c, usable=2).foreign == pytest.approx(1.5)
+    assert load_between(b, c, capacity=2).foreign == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("others,current,expected", [
@@ -111,6 +111,14 @@ def test_threads_for_leaves_own_env_workers_alone():
     assert threads_for(CpuLoad(1.0, 0.0, None), usable=2, maximum=2, current=2) == 2
 
 
+def test_threads_for_a_quota_inside_a_big_affinity_mask():
+    # docker --cpus=2 on a 64-CPU host: 30 CPUs of other jobs leave the 2-CPU quota free
+    load = CpuLoad(30.0, 30.0, None)
+    assert threads_for(load, usable=2, maximum=2, current=2, capacity=64) == 2
+    assert threads_for(CpuLoad(63.5, 63.5, None), usable=2, maximum=2, current=2,
+                       capacity=64) == 1
+
+
 def test_threads_for_many_cores():
     load = CpuLoad(5.2, 5.2, None)
     assert threads_for(load, usable=16, maximum=16, current=16) == 11  # 10.8 free
@@ -124,11 +132,13 @@ def _scripted(monkeypatch, samples):
 
 def test_governor_resizes_torch_threads_and_reports_starvation(monkeypatch, restore_threads):
     monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
     _scripted(monkeypatch, [
         _sample(0.0, 0.0, 0.0, (0, 0)),
         _sample(1.0, 2.0, 0.9, (900, 900)),     # another job used 1.1 CPUs; we waited 50%
         _sample(2.0, 3.0, 1.9, (1900, 900)),    # it stopped: 0.0 CPUs
     ])
+    before = torch.get_num_threads()
     gov = ThreadGovernor(2, adaptive=True)
     assert gov.threads == 2 and torch.get_num_threads() == 2
     assert gov.progress_note() == ""
@@ -139,10 +149,14 @@ def test_governor_resizes_torch_threads_and_reports_starvation(monkeypatch, rest
                                    "waited for a CPU 50% of the time; 1 torch thread")
     assert gov.tick(force=True)
     assert gov.threads == 2 and torch.get_num_threads() == 2 and not gov.starved
+    torch.set_num_threads(1)
+    gov.restore()  # what torch had before the governor
+    assert torch.get_num_threads() == before
 
 
 def test_pinned_governor_keeps_its_count_but_still_reports(monkeypatch, restore_threads):
     monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
     _scripted(monkeypatch, [_sample(0.0, 0.0, 0.0, (0, 0)), _sample(1.0, 2.0, 0.1, (10, 90))])
     gov = ThreadGovernor(3, adaptive=False)
     assert gov.threads == 3  # pinned: exactly what was asked, even above the CPU count
@@ -153,20 +167,31 @@ def test_pinned_governor_keeps_its_count_but_still_reports(monkeypatch, restore_
 
 def test_governor_without_a_maximum_follows_omp_num_threads(monkeypatch, restore_threads):
     monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(cpu_budget, "_TORCH_DEFAULT_THREADS", 64)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert ThreadGovernor(None).maximum == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert ThreadGovernor(None).maximum == 8
     assert ThreadGovernor(16).maximum == 8  # adaptive: never more than the usable CPUs
+    # never more than torch's own default either (physical cores on SMT machines)
+    monkeypatch.setattr(cpu_budget, "_TORCH_DEFAULT_THREADS", 4)
+    assert ThreadGovernor(None).maximum == 4
 
 
 def test_governor_measures_real_busy_neighbours(restore_threads):
     """The failure of issue 18 item 1, at its root: with every usable CPU kept busy by
     other processes, a run with a thread per CPU drops to one torch thread and says it
-    is starved (before, its threads fought the neighbours for the cores)."""
+    is starved (before, its threads fought the neighbours for the cores). This process
+    and the hogs share the same (at most 2) CPUs, so the figures do not depend on the
+    machine's size."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    old_affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
     usable = usable_cpus()
     gov = ThreadGovernor(usable, adaptive=True)
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(usable)]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+            for _ in range(usable)]
     try:
         time.sleep(0.3)  # the hogs are running
         gov.tick(force=True)
@@ -179,6 +204,7 @@ def test_governor_measures_real_busy_neighbours(restore_threads):
         for h in hogs:
             h.kill()
             h.wait()
+        os.sched_setaffinity(0, old_affinity)
     if gov.load.others is None:
         pytest.skip("no /proc/stat on this system")
     assert gov.load.others > usable - 1.0
