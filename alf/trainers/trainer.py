@@ -525,7 +525,7 @@ class Trainer:
         ctx.unroll_seconds = 0.0
         try:
             while not self._done():
-                ctx.iteration += 1
+                ctx.begin_iteration()
                 t0 = time.perf_counter()
                 alg.train_iter()
                 if self._unroller is not None:

@@ -98,7 +98,8 @@ class TrainerConfig:
         num_eval_environments: parallel envs used for evaluation.
         epsilon_greedy: evaluation: probability of a random action (0 = greedy).
         summary_interval: iterations between TensorBoard summaries.
-        summarize_first_interval: also write summaries at iteration 1, losses included
+        summarize_first_interval: also write summaries at iteration 1 and at the first
+            iteration that trains (after random initial collection), losses included
             (the first gradient step with ``update_counter_every_mini_batch``).
         debug_summaries: extra (more expensive) summaries.
         progress_interval_seconds: seconds between console progress lines.

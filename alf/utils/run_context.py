@@ -33,6 +33,7 @@ class RunContext:
         self.iteration = 0
         self.env_steps = 0
         self.num_updates = 0
+        self._updates_before_iteration = 0  # num_updates when the current iteration began
         self.unroll_seconds = 0.0  # wall time spent unrolling (not checkpointed)
         # data-parallel runs (torchrun): an alf.distributed.DataParallel that averages
         # gradients and sums env steps over ranks; None in a single process
@@ -64,12 +65,22 @@ class RunContext:
             fractions.append(self.env_steps / self.num_env_steps)
         return min(1.0, max(fractions)) if fractions else 0.0
 
+    def begin_iteration(self) -> None:
+        """Count a new training iteration (called by the Trainer before ``train_iter``)."""
+        self.iteration += 1
+        self._updates_before_iteration = self.num_updates
+
     def should_summarize(self) -> bool:
-        """Whether summaries are due in the current iteration (every ``summary_interval``
-        iterations, and iteration 1 with ``summarize_first_interval``)."""
-        return self.summary_writer is not None and (
-            self.iteration % self.summary_interval == 0
-            or (self.summarize_first_interval and self.iteration == 1))
+        """Whether summaries are due in the current iteration: every ``summary_interval``
+        iterations and, with ``summarize_first_interval``, iteration 1 and the first
+        iteration that trains (off-policy runs collect random steps first: their first
+        losses come later), once its first gradient step is taken."""
+        if self.summary_writer is None:
+            return False
+        if self.iteration % self.summary_interval == 0:
+            return True
+        return self.summarize_first_interval and (
+            self.iteration == 1 or (self._updates_before_iteration == 0 and self.num_updates > 0))
 
     def should_summarize_update(self) -> bool:
         """``TrainerConfig.update_counter_every_mini_batch``: whether the gradient step just
