@@ -66,6 +66,7 @@ def _open_video_writer(path: str, fps: int):
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
         raise UserError("--record_video needs imageio with ffmpeg: pip install -e \".[video]\"") from None
+    path = os.path.expanduser(path)  # as check_video_path read it (~/videos/x.mp4)
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
     return imageio.get_writer(path, fps=fps, macro_block_size=1)
 

@@ -150,7 +150,13 @@ class Checkpointer:
                 state = torch.load(path, map_location="cpu", weights_only=True)
                 if not isinstance(state, dict) or not state.get("complete"):
                     raise ValueError("not a complete alf checkpoint")
-            except Exception as e:  # noqa: BLE001 - any read failure means "skip this one"
+            except (PermissionError, MemoryError) as e:
+                # the file may be fine: never skip it (it would be set aside as corrupt)
+                raise CheckpointError(
+                    f"cannot read checkpoint {path}: "
+                    f"{'out of memory' if isinstance(e, MemoryError) else e.strerror}; "
+                    "nothing was changed: fix that, then rerun the same command") from None
+            except Exception as e:  # noqa: BLE001 - any other read failure: skip this one
                 logging.warning("Checkpoint %s is unreadable (%s); %s", path,
                                 unreadable_reason(path, e),
                                 "falling back to the previous one" if k + 1 < len(checkpoints)

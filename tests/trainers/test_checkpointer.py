@@ -130,3 +130,22 @@ def test_unreadable_checkpoints_are_set_aside_only_when_asked(tmp_path):
     assert not os.path.exists(newest) and os.path.exists(newest + ".corrupt")
     assert [i for i, _ in ckpt.list_checkpoints()] == [2]
     assert ckpt.set_aside_unreadable() == []
+
+
+def test_a_checkpoint_that_cannot_be_opened_is_not_called_corrupt(tmp_path, monkeypatch):
+    """Permission denied (or out of memory) says nothing about the file's content: the run
+    stops with one error and the file is neither skipped nor set aside."""
+    ckpt, newest = _two_checkpoints(tmp_path)
+    real_load = torch.load
+
+    def denied(path, *args, **kwargs):
+        if str(path) == newest:
+            raise PermissionError(13, "Permission denied", path)
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", denied)
+    with pytest.raises(CheckpointError, match="cannot read checkpoint .*Permission denied; "
+                                              "nothing was changed"):
+        ckpt.load_latest()
+    assert ckpt.set_aside_unreadable() == []
+    assert os.path.exists(newest)
