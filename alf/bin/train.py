@@ -118,10 +118,9 @@ def _read_config():
 
 def _check_root_dir_creatable(root_dir: str) -> None:
     """One line now, instead of a traceback from ``os.makedirs`` after the build."""
+    from alf.bin.video_path import nearest_existing_ancestor
     from alf.errors import UserError
-    ancestor = root_dir
-    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
-        ancestor = os.path.dirname(ancestor)
+    ancestor = nearest_existing_ancestor(root_dir)
     if not os.path.isdir(ancestor):
         raise UserError(f"--root_dir {root_dir} cannot be created: {ancestor} is a file, not a "
                         "directory")

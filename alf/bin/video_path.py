@@ -15,6 +15,14 @@ from alf.errors import ConfigError
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".mov", ".avi")
 
 
+def nearest_existing_ancestor(path: str) -> str:
+    """``path`` itself if it exists, else its nearest existing parent (what decides
+    whether the missing directories below it can be created)."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def check_video_path(path: str, flag: str = "--record_video") -> str:
     """Return ``path`` made absolute if a video can be written there, else raise one line.
 
@@ -39,9 +47,7 @@ def check_video_path(path: str, flag: str = "--record_video") -> str:
         what = f"'{ext}' is not a video format alf writes" if ext else "has no file extension"
         raise ConfigError(f"{flag} {path}: {what}; give a name ending in "
                           f"{', '.join(VIDEO_EXTENSIONS)}, e.g. {stem}.mp4")
-    ancestor = os.path.dirname(full)
-    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
-        ancestor = os.path.dirname(ancestor)
+    ancestor = nearest_existing_ancestor(os.path.dirname(full))
     if not os.path.isdir(ancestor):
         raise ConfigError(f"{flag} {path} cannot be written: {ancestor} is a file, not a "
                           "directory")

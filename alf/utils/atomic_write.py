@@ -110,6 +110,7 @@ def mount_point(path: str) -> str:
 
 
 def format_bytes(n: Optional[float]) -> str:
+    """``n`` bytes for a message ("512 B", "2.8 MiB"); None: "unknown"."""
     if n is None:
         return "unknown"
     for unit in ("B", "KiB", "MiB", "GiB"):
