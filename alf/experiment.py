@@ -7,11 +7,16 @@ cannot drift apart: they differ only in the env they build around it and in
 the ``role`` the algorithm is built for.
 
 Roles:
-    ``"learner"``: trains; gets the TrainerConfig (training regime, replay buffer).
-    ``"actor"``: an async env worker's rollout copy; gets the TrainerConfig (some
-        algorithms read knobs at construction) but no env, and never trains.
-    ``"player"``: ``alf.bin.play``/evaluation: no TrainerConfig, no env.
+    ``"learner"``: trains (the :class:`~alf.trainers.learner.Learner` around it reads
+        the training settings), on ``TrainerConfig.device``.
+    ``"actor"``: an async env worker's rollout copy, on the CPU; never trains.
+    ``"player"``: ``alf.bin.play``/evaluation, on the CPU, in eval mode.
+
+An algorithm is built from specs alone. One written before the Learner existed
+may still take ``config`` (and ``env``) in its constructor: it gets the
+TrainerConfig (learner and actor roles) and ``env=None``.
 """
+import inspect
 from typing import Any, NamedTuple, Optional
 
 
@@ -39,7 +44,7 @@ class EnvSpecs(NamedTuple):
 
 
 def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
-                    context: Optional[RunContext] = None, env: Any = None) -> Any:
+                    context: Optional[RunContext] = None) -> Any:
     """Build ``config.algorithm_ctor`` with its data transformer, on ``config.device``.
 
     Args:
@@ -47,22 +52,21 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
         specs: the raw env's specs (before the data transformer).
         role: ``"learner"``, ``"actor"`` or ``"player"`` (see the module docstring).
         context: the run context (a fresh one if None).
-        env: the batched training env, for a learner stepping it in this process
-            (the sync unroller); None otherwise.
     Returns:
-        the algorithm, not yet ``prepare()`` d, its transformer set.
+        the algorithm, its transformer set (its Learner builds optimizers and buffers).
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     transformer = create_data_transformer(config.data_transformer_ctor, specs.observation_spec)
+    legacy = {}
+    if _takes(config.algorithm_ctor, "config"):
+        legacy["config"] = None if role == "player" else config
     algorithm = config.algorithm_ctor(
         observation_spec=transformer.transformed_observation_spec,
         action_spec=specs.action_spec, reward_spec=specs.reward_spec,
-        env=env if role == "learner" else None,
-        config=None if role == "player" else config,
         context=context if context is not None else RunContext(
             config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval,
-            summarize_first_interval=config.summarize_first_interval))
+            summarize_first_interval=config.summarize_first_interval), **legacy)
     algorithm.set_data_transformer(transformer)
     device = config.device if role == "learner" else "cpu"  # actors/players act on the CPU
     try:
@@ -72,3 +76,12 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
     if role == "player":
         algorithm.eval()
     return algorithm
+
+
+def _takes(ctor: Any, name: str) -> bool:
+    """Whether ``ctor`` has a parameter ``name`` (an algorithm written before the Learner
+    took ``config``)."""
+    try:
+        return name in inspect.signature(ctor).parameters
+    except (TypeError, ValueError):
+        return False

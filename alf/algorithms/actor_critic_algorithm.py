@@ -44,7 +44,7 @@ class ActorCriticAlgorithm(RLAlgorithm):
     """Advantage actor-critic (A2C).
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> network returning a distribution.
         value_network_ctor: ``ctor(input_spec=)`` -> network returning ``[B]`` values.
         encoding_network_ctor: optional ``ctor(input_spec=observation_spec)`` -> a
@@ -61,8 +61,7 @@ class ActorCriticAlgorithm(RLAlgorithm):
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  value_network_ctor: Callable = ValueNetwork,
                  encoding_network_ctor: Optional[Callable] = None,
-                 loss_ctor: Callable = ActorCriticLoss, env: Any = None, config: Any = None,
-                 context: Optional[RunContext] = None,
+                 loss_ctor: Callable = ActorCriticLoss, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "ActorCriticAlgorithm"):
         encoder, head_input_spec = None, observation_spec
@@ -72,17 +71,20 @@ class ActorCriticAlgorithm(RLAlgorithm):
         actor_network = actor_network_ctor(input_spec=head_input_spec, action_spec=action_spec)
         value_network = value_network_ctor(input_spec=head_input_spec)
         state_spec = ActorCriticState(actor=actor_network.state_spec, value=value_network.state_spec)
-        super().__init__(observation_spec, action_spec, reward_spec, env=env, config=config,
-                         context=context, optimizer=optimizer, train_state_spec=state_spec,
+        super().__init__(observation_spec, action_spec, reward_spec, context=context, optimizer=optimizer,
+                         train_state_spec=state_spec,
                          debug_summaries=debug_summaries, name=name)
-        if self.on_policy and config is not None and config.unroll_length < 2:
-            raise ConfigError(f"{type(self).__name__} is on-policy and needs TrainerConfig."
-                              f"unroll_length >= 2 (the last step of an unroll only provides the "
-                              f"bootstrap value), got {config.unroll_length}")
         self._encoder = encoder  # None, or a registered sub-module (before the heads)
         self._actor_network = actor_network
         self._value_network = value_network
         self._loss = loss_ctor()
+
+    def check_training_config(self, config: Any) -> None:
+        super().check_training_config(config)
+        if self.on_policy and config.unroll_length < 2:
+            raise ConfigError(f"{type(self).__name__} is on-policy and needs TrainerConfig."
+                              f"unroll_length >= 2 (the last step of an unroll only provides the "
+                              f"bootstrap value), got {config.unroll_length}")
 
     def _encode(self, observation):
         """Shared features ``[B, F]`` (the observation itself without a shared encoder)."""

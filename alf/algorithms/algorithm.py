@@ -139,9 +139,6 @@ class Algorithm(nn.Module):
     def after_train_iter(self, experience: Any, info: Any) -> None:
         """Called once per training iteration."""
 
-    def summarize_rollout(self, experience: Any) -> None:
-        """Rollout summaries; called when summaries are due."""
-
     def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
                         step: Optional[int] = None) -> None:
         """Write loss terms (``LossInfo.extra``) as scalars when summaries are due.
@@ -238,13 +235,14 @@ class Algorithm(nn.Module):
         loss.backward()
         if self._context.data_parallel is not None:  # torchrun: mean gradient over ranks
             self._context.data_parallel.average_gradients([p for _, _, ps in entries for p in ps])
-        for opt, factory, params in entries:
-            lr = factory.lr_schedule(progress)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            if factory.gradient_clipping is not None:
-                clip_grad_norm_(params, factory.gradient_clipping)
-            opt.step()
+        with self._context.weights_lock:  # a learner thread: the actor never sees half a step
+            for opt, factory, params in entries:
+                lr = factory.lr_schedule(progress)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                if factory.gradient_clipping is not None:
+                    clip_grad_norm_(params, factory.gradient_clipping)
+                opt.step()
         self._context.num_updates += 1
         self._context.tick_cpu_governor()
         return loss_info._replace(loss=loss.detach())

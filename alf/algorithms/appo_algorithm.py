@@ -85,15 +85,14 @@ class APPOAlgorithm(PPOAlgorithm):
                  clip_c_threshold: Optional[Positive] = 1.0,
                  clip_pg_rho_threshold: Optional[Positive] = 1.0,
                  loss_ctor: Callable = PPOLoss,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "APPOAlgorithm"):
         super().__init__(observation_spec, action_spec, reward_spec,
                          actor_network_ctor=actor_network_ctor,
                          value_network_ctor=value_network_ctor,
                          encoding_network_ctor=encoding_network_ctor, gamma=gamma,
-                         gae_lambda=vtrace_lambda, loss_ctor=loss_ctor, env=env, config=config,
-                         context=context, optimizer=optimizer, debug_summaries=debug_summaries,
+                         gae_lambda=vtrace_lambda, loss_ctor=loss_ctor, context=context, optimizer=optimizer, debug_summaries=debug_summaries,
                          name=name)
         self._vtrace_lambda = vtrace_lambda
         self._clip_rho = clip_rho_threshold

@@ -63,7 +63,7 @@ class BcAlgorithm(OffPolicyAlgorithm):
     """Behaviour cloning for a scalar discrete or a 1-d continuous action (see module doc).
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> action distribution
             ``[B]`` (Categorical for discrete actions; for continuous ones a distribution
             whose mode is the deterministic action, e.g. the tanh-squashed Gaussian of
@@ -84,7 +84,7 @@ class BcAlgorithm(OffPolicyAlgorithm):
                  nll_action_margin: NonNegative = 1e-3,
                  optimizer: Optional[OptimizerFactory] = None,
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "BcAlgorithm"):
         if not isinstance(action_spec, TensorSpec) or not (
                 action_spec.is_discrete() and action_spec.ndim == 0
@@ -104,7 +104,7 @@ class BcAlgorithm(OffPolicyAlgorithm):
             raise ConfigError(f"{name}.nll_action_margin must be in [0, 0.5), got "
                               f"{nll_action_margin}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
-                         gamma=gamma, env=env, config=config, context=context,
+                         gamma=gamma, context=context,
                          optimizer=optimizer or Adam(lr=1e-3),
                          debug_summaries=debug_summaries, name=name)
         self._discrete = discrete

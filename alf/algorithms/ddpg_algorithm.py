@@ -45,7 +45,7 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
     """Deterministic policy gradient with target networks.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> action ``[B, D]`` in bounds.
         critic_network_ctor: ``ctor(input_spec=(obs_spec, action_spec), num_critics=)`` ->
             ``q [B, K]``.
@@ -70,7 +70,7 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
                  critic_optimizer: Optional[OptimizerFactory] = None,
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  target_update_tau: UpdateRate = 0.005,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "DdpgAlgorithm"):
         if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous()
                 and action_spec.ndim == 1 and np.all(np.isfinite(action_spec.minimum))
@@ -83,8 +83,7 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
             raise ConfigError(f"{name}.actor_update_period must be >= 1")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, target_update_tau=target_update_tau,
-                         target_update_period=actor_update_period, env=env, config=config,
-                         context=context, debug_summaries=debug_summaries, name=name)
+                         target_update_period=actor_update_period, context=context, debug_summaries=debug_summaries, name=name)
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
                                            num_critics=num_critics)

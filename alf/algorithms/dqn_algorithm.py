@@ -39,7 +39,7 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     """Deep Q-learning for a scalar discrete action.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         q_network_ctor: ``ctor(input_spec=, action_spec=)`` -> ``q [B, A]``; its
             ``dueling`` argument gives the dueling head.
         double_q: pick the bootstrap action with the online network.
@@ -60,7 +60,7 @@ class DqnAlgorithm(OffPolicyAlgorithm):
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  target_update_tau: UpdateRate = 1.0,
                  target_update_period: PositiveInt = 1000,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "DqnAlgorithm"):
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_discrete()
                 and action_spec.ndim == 0):
@@ -72,8 +72,7 @@ class DqnAlgorithm(OffPolicyAlgorithm):
             raise ConfigError(f"{name}.loss must be 'huber' or 'mse', got {loss!r}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, target_update_tau=target_update_tau,
-                         target_update_period=target_update_period, env=env, config=config,
-                         context=context, optimizer=optimizer or Adam(lr=1e-4),
+                         target_update_period=target_update_period, context=context, optimizer=optimizer or Adam(lr=1e-4),
                          debug_summaries=debug_summaries, name=name)
         self._q_network = q_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         self._target_q_network = self.register_target(self._q_network)

@@ -104,7 +104,7 @@ class ImpalaAlgorithm(APPOAlgorithm):
                  clip_c_threshold: Optional[Positive] = 1.0,
                  clip_pg_rho_threshold: Optional[Positive] = 1.0,
                  loss_ctor: Callable = ImpalaLoss,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "ImpalaAlgorithm"):
         super().__init__(observation_spec, action_spec, reward_spec,
@@ -114,5 +114,5 @@ class ImpalaAlgorithm(APPOAlgorithm):
                          vtrace_lambda=vtrace_lambda, clip_rho_threshold=clip_rho_threshold,
                          clip_c_threshold=clip_c_threshold,
                          clip_pg_rho_threshold=clip_pg_rho_threshold, loss_ctor=loss_ctor,
-                         env=env, config=config, context=context, optimizer=optimizer,
+                         context=context, optimizer=optimizer,
                          debug_summaries=debug_summaries, name=name)

@@ -134,7 +134,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
     """Implicit Q-Learning for a 1-d continuous action (see the module docstring).
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> action distribution.
         critic_network_ctor: ``ctor(input_spec=(obs_spec, action_spec), num_critics=)`` ->
             ``q [B, K]`` (one batched ensemble).
@@ -166,7 +166,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  target_update_tau: UpdateRate = 0.005,
                  target_update_period: PositiveInt = 1,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "IqlAlgorithm"):
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_continuous()
                 and action_spec.ndim == 1):
@@ -180,8 +180,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
                               f"{temperature} and {max_weight}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, target_update_tau=target_update_tau,
-                         target_update_period=target_update_period, env=env, config=config,
-                         context=context, debug_summaries=debug_summaries, name=name)
+                         target_update_period=target_update_period, context=context, debug_summaries=debug_summaries, name=name)
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
                                            num_critics=num_critics)

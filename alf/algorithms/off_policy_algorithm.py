@@ -26,12 +26,7 @@ from alf.config_ranges import Discount, PositiveInt, UpdateRate
 from alf.data_structures import BatchInfo, Experience, LossInfo
 from alf.errors import ConfigError
 from alf.replay_buffers.n_step import Transition, make_transitions
-from alf.replay_buffers.sample_block import SampleBlock, block_batches
-from alf.tensor_specs import nbytes as spec_nbytes
 from alf.utils.target_update import TargetUpdater, make_target
-
-#: Most bytes of stored data one :meth:`OffPolicyAlgorithm.sample_replay` block may hold.
-BLOCK_BYTES = 32 << 20
 
 
 class OffPolicyAlgorithm(RLAlgorithm):
@@ -48,6 +43,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
     on_policy = False
     whole_replay_buffer_training = False
     clear_replay_buffer = False
+    replay_sample_blocks = True
 
     def __init__(self, observation_spec: Any, action_spec: Any, n_step: PositiveInt = 1,
                  gamma: Discount = 0.99, target_update_tau: UpdateRate = 0.005,
@@ -66,18 +62,21 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self._target_update_period = int(target_update_period)
         self._online_for_target = []
         self._targets = []
-        self.__dict__["_target_updater"] = None
-        self.__dict__["_blocks"] = {}  # (id(buffer), B, L) -> SampleBlock; see sample_replay
-        cfg = self._config
-        if cfg is not None and (self._regime("whole_replay_buffer_training")
-                                or self._regime("clear_replay_buffer")):
+        self._target_updater: Optional[TargetUpdater] = None
+
+    def check_training_config(self, config: Any) -> None:
+        """Transition learners sample sequences of ``n_step + 1`` steps from a buffer that
+        is never cleared nor trained on whole."""
+        super().check_training_config(config)
+        if (self.uses_regime("whole_replay_buffer_training", config)
+                or self.uses_regime("clear_replay_buffer", config)):
             raise ConfigError(f"{type(self).__name__} learns from sampled transitions: "
                               "TrainerConfig.whole_replay_buffer_training and "
                               "clear_replay_buffer must be False (or unset)")
-        if cfg is not None and cfg.mini_batch_length not in (1, self._n_step + 1):
+        if config.mini_batch_length not in (1, self._n_step + 1):
             raise ConfigError(
                 f"{type(self).__name__} samples sequences of n_step+1 = {self._n_step + 1} "
-                f"steps, but TrainerConfig.mini_batch_length = {cfg.mini_batch_length}: leave "
+                f"steps, but TrainerConfig.mini_batch_length = {config.mini_batch_length}: leave "
                 f"it at 1 (or {self._n_step + 1}) and set {type(self).__name__}.n_step instead")
 
     @property
@@ -102,7 +101,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     def _updater(self) -> Optional[TargetUpdater]:
         if self._target_updater is None and self._targets:
-            self.__dict__["_target_updater"] = TargetUpdater(
+            self._target_updater = TargetUpdater(
                 self._online_for_target, self._targets, self._target_update_tau,
                 self._target_update_period)
         return self._target_updater
@@ -118,61 +117,6 @@ class OffPolicyAlgorithm(RLAlgorithm):
     # ------------------------------------------------------------ training
     def replay_sequence_length(self) -> int:
         return self._n_step + 1
-
-    def sample_replay(self, batch_size: int, length: int,
-                      buffer: Optional[Any] = None) -> Experience:
-        """``[B, L]`` sequences from ``buffer`` (default: the online replay buffer); from a
-        uniform buffer, drawn a block at a time.
-
-        ``train_from_replay_buffer`` asks for ``num_updates_per_train_iter`` batches in a
-        row while the buffers do not change, so from a uniform buffer one
-        :class:`~alf.replay_buffers.sample_block.SampleBlock` of ``K * B`` sequences
-        (``K`` = the updates per iteration, capped at :data:`BLOCK_BYTES` of data) serves
-        the next ``K`` calls for that buffer with the same sampling distribution. Blocks
-        (one per buffer and request shape) are dropped when :meth:`observe_for_replay`
-        adds data and after every training iteration; code that writes into a buffer
-        directly and then samples from the algorithm should call
-        :meth:`drop_sample_block`. Prioritized buffers sample on every call (priorities
-        move after every update).
-        """
-        rb = self._replay_buffer if buffer is None else buffer
-        k = self._block_batches(batch_size, length)
-        if rb.prioritized or k <= 1:
-            return super().sample_replay(batch_size, length, rb)
-        blocks = self._blocks
-        key = (id(rb), batch_size, length)
-        block = blocks.get(key)
-        batch = block.next_batch() if block is not None else None  # None once used up
-        if batch is None:
-            block = SampleBlock(super().sample_replay(k * batch_size, length, rb), batch_size)
-            blocks[key] = block
-            batch = block.next_batch()
-        return batch
-
-    def _block_batches(self, batch_size: int, length: int) -> int:
-        """``K`` for :meth:`sample_replay` (cached per request shape)."""
-        key = (batch_size, length)
-        cached = self.__dict__.get("_block_batches_cache")
-        if cached is None or cached[0] != key:
-            cfg = self._config
-            num_updates = cfg.num_updates_per_train_iter if cfg is not None else 1
-            # the bytes of a restored step (stacked frames included), not of a stored one
-            k = block_batches(num_updates, batch_size, length,
-                              spec_nbytes(self._full_experience_spec), BLOCK_BYTES)
-            cached = (key, k)
-            self.__dict__["_block_batches_cache"] = cached
-        return cached[1]
-
-    def drop_sample_block(self) -> None:
-        """Forget the sampled blocks (the next :meth:`sample_replay` samples afresh)."""
-        self._blocks.clear()
-
-    def observe_for_replay(self, experience: Experience) -> None:
-        self.drop_sample_block()  # the buffer changes: sequences sampled before are stale
-        super().observe_for_replay(experience)
-
-    def after_train_iter(self, experience: Any, info: Any) -> None:
-        self.drop_sample_block()
 
     def make_transitions(self, experience: Experience) -> Transition:
         """``[B, n+1]`` experience -> n-step :class:`Transition` ``[B]``."""

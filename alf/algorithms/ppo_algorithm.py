@@ -70,31 +70,34 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                  encoding_network_ctor: Optional[Callable] = None,
                  gamma: Discount = 0.99, gae_lambda: UnitInterval = 0.95,
                  loss_ctor: Callable = PPOLoss,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "PPOAlgorithm"):
-        if getattr(config, "async_unroll", False) and not self.supports_async_unroll:
+        super().__init__(observation_spec, action_spec, reward_spec,
+                         actor_network_ctor=actor_network_ctor,
+                         value_network_ctor=value_network_ctor,
+                         encoding_network_ctor=encoding_network_ctor, loss_ctor=loss_ctor,
+                         context=context, optimizer=optimizer,
+                         debug_summaries=debug_summaries, name=name)
+        self._gamma = gamma
+        self._gae_lambda = gae_lambda
+
+    def check_training_config(self, config: Any) -> None:
+        """PPO's advantages are computed over each whole unroll, from fresh samples."""
+        if config.async_unroll and not self.supports_async_unroll:
             raise ConfigError(
                 f"{type(self).__name__} trains on its own fresh samples; with TrainerConfig."
                 "async_unroll=True the samples come from an older policy: use APPOAlgorithm "
                 "(PPO's loss with V-trace correction), e.g. "
                 + suggest_examples("APPOAlgorithm", configured_env_name()))
-        super().__init__(observation_spec, action_spec, reward_spec,
-                         actor_network_ctor=actor_network_ctor,
-                         value_network_ctor=value_network_ctor,
-                         encoding_network_ctor=encoding_network_ctor, loss_ctor=loss_ctor, env=env,
-                         config=config, context=context, optimizer=optimizer,
-                         debug_summaries=debug_summaries, name=name)
-        self._gamma = gamma
-        self._gae_lambda = gae_lambda
-        cfg = self._config
-        if cfg is not None and cfg.whole_replay_buffer_training is False:
+        super().check_training_config(config)
+        if config.whole_replay_buffer_training is False:
             raise ConfigError("PPOAlgorithm needs TrainerConfig.whole_replay_buffer_training=True "
                               "(or unset): advantages are computed over the whole unroll")
-        if cfg is not None and cfg.mini_batch_length > max(1, int(cfg.unroll_length)):
+        if config.mini_batch_length > max(1, int(config.unroll_length)):
             raise ConfigError(f"PPOAlgorithm: TrainerConfig.mini_batch_length "
-                              f"({cfg.mini_batch_length}) exceeds unroll_length "
-                              f"({cfg.unroll_length}), the steps per env trained on each iteration")
+                              f"({config.mini_batch_length}) exceeds unroll_length "
+                              f"({config.unroll_length}), the steps per env trained on each iteration")
 
     def rollout_step(self, time_step: TimeStep, state: ActorCriticState) -> AlgStep:
         dist, value, new_state = self._policy(time_step.observation, state)

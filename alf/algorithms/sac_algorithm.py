@@ -87,7 +87,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
     """Soft Actor-Critic for continuous (Box [D]) or discrete (scalar Discrete) actions.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config, context: see RLAlgorithm.
+        observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> distribution network;
             continuous actions need a bounded (tanh-squashed) distribution.
         critic_network_ctor: continuous: ``ctor(input_spec=(obs_spec, action_spec),
@@ -127,7 +127,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  target_update_tau: UpdateRate = 0.005,
                  target_update_period: PositiveInt = 1,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "SacAlgorithm"):
         if not isinstance(action_spec, TensorSpec) or not (
                 action_spec.is_discrete() and action_spec.ndim == 0
@@ -143,8 +143,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
                               f"{actor_critic_reduction!r}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, target_update_tau=target_update_tau,
-                         target_update_period=target_update_period, env=env, config=config,
-                         context=context, debug_summaries=debug_summaries, name=name)
+                         target_update_period=target_update_period, context=context, debug_summaries=debug_summaries, name=name)
         self._target_subset = None if target_critic_subset is None else int(target_critic_subset)
         self._critic_entropy_backup = bool(critic_entropy_backup)
         self._actor_mean_q = actor_critic_reduction == "mean"

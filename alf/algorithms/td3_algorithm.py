@@ -35,7 +35,7 @@ class Td3Algorithm(DdpgAlgorithm):
                  critic_optimizer: Optional[OptimizerFactory] = None,
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  target_update_tau: UpdateRate = 0.005,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "Td3Algorithm"):
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec,
                          actor_network_ctor=actor_network_ctor,
@@ -46,5 +46,5 @@ class Td3Algorithm(DdpgAlgorithm):
                          actor_update_period=actor_update_period,
                          actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer,
                          n_step=n_step, gamma=gamma, target_update_tau=target_update_tau,
-                         env=env, config=config, context=context,
+                         context=context,
                          debug_summaries=debug_summaries, name=name)

@@ -90,6 +90,15 @@ class TrainerConfig:
             env stepped (an offline pre-training phase).
         rl_train_every_update_steps: hybrid: every this many updates draws a mixed batch;
             the others draw offline data only.
+        learner_thread: train on a thread of its own while the main thread keeps
+            collecting (RLlib's learner thread; docs/configuration.md "Learner thread"):
+            collection of the next unroll overlaps training on the last one, at the cost
+            of a policy lag (shown in the progress line) and of bit-identical reruns.
+            Not for on-policy algorithms (A2C, REINFORCE).
+        learner_queue_size: with ``learner_thread``: collected unrolls that may wait for
+            the learner (the most the acting policy can fall behind, in training passes).
+        learner_queue_timeout_s: with ``learner_thread``: the learner's longest wait for a
+            collected unroll before the run stops with an error naming the wait.
         num_checkpoints: keep this many newest checkpoints.
         checkpoint_interval: save every this many iterations (and at the end / on Ctrl-C).
         evaluate: run a separate evaluation env every ``eval_interval`` iterations.
@@ -161,6 +170,9 @@ class TrainerConfig:
                  offline_fraction: UnitIntervalSchedule = 0.5,
                  rl_train_after_update_steps: NonNegativeInt = 0,
                  rl_train_every_update_steps: PositiveInt = 1,
+                 learner_thread: bool = False,
+                 learner_queue_size: PositiveInt = 2,
+                 learner_queue_timeout_s: Positive = 600.0,
                  num_checkpoints: PositiveInt = 3,
                  checkpoint_interval: PositiveInt = 1000,
                  evaluate: bool = False,
@@ -214,6 +226,9 @@ class TrainerConfig:
         self.offline_fraction = offline_fraction
         self.rl_train_after_update_steps = rl_train_after_update_steps
         self.rl_train_every_update_steps = rl_train_every_update_steps
+        self.learner_thread = bool(learner_thread)
+        self.learner_queue_size = int(learner_queue_size)
+        self.learner_queue_timeout_s = float(learner_queue_timeout_s)
         self.num_checkpoints = int(num_checkpoints)
         self.checkpoint_interval = int(checkpoint_interval)
         self.evaluate = evaluate
@@ -240,6 +255,10 @@ class TrainerConfig:
         Single values outside their declared range (``num_iterations: >= 0``) are refused
         first, in the form the gin check uses (they may come from Python, not gin)."""
         check_ranges("TrainerConfig", TrainerConfig.__init__, vars(self))
+        if self.learner_thread and self.async_unroll and self.async_mode == "deterministic":
+            raise ConfigError("TrainerConfig.learner_thread=True with async_mode='deterministic': "
+                              "a learner thread trains beside the acting thread, so runs are "
+                              "not bit-identical; use one or the other")
         if self.algorithm_ctor is None:
             raise ConfigError("TrainerConfig.algorithm_ctor is not set: bind it in the gin file, "
                               "e.g. `TrainerConfig.algorithm_ctor = @PPOAlgorithm`")

@@ -193,12 +193,12 @@ class AsyncUnroller:
         """Seed the workers' envs (before they start: used on resume)."""
         self._seed = int(seed) + self._rank_seed_offset
 
-    def connect(self, algorithm: Any) -> None:
+    def connect(self, algorithm: Any, spec: Any) -> None:
         """Allocate slots and the weight channel for ``algorithm`` (the learner's,
-        prepared); workers start at the first :meth:`collect`."""
+        prepared) whose :class:`Experience` step spec is ``spec`` (no batch dim); workers
+        start at the first :meth:`collect`."""
         self._algorithm = algorithm
         shared = self._mode != "serial"
-        spec = algorithm.experience_spec()
         probe = TrajectorySlots(spec, 1, self._T + 1, self._per_group, shared=False)
         wanted = max(2, math.ceil(self._config.unroll_queue_size / (self._num_workers * self._groups)))
         affordable = max(2, SLOT_MEMORY_BUDGET // max(1, probe.nbytes * self._num_workers * self._groups))

@@ -7,7 +7,8 @@ algorithm built outside a Trainer (tests, notebooks) gets a fresh standalone
 context of its own (:func:`default_run_context`); there is no module-level
 context. Its counters are checkpointed.
 """
-from typing import Any, Dict, Optional
+import contextlib
+from typing import Any, ContextManager, Dict, Optional
 
 
 class RunContext:
@@ -41,6 +42,9 @@ class RunContext:
         # an alf.utils.cpu_budget.ThreadGovernor sizing torch's threads to the CPUs other
         # processes leave free; ticked after every gradient step (cheap unless due)
         self.cpu_governor: Any = None
+        # held while an optimizer writes the weights in place, and while the policy acts,
+        # when a learner thread trains beside the acting thread (a lock then; else a no-op)
+        self.weights_lock: ContextManager = contextlib.nullcontext()
 
     def tick_cpu_governor(self) -> None:
         """Let the thread governor measure and resize if its period has passed."""

@@ -9,7 +9,7 @@ the offline fraction ``f`` is
 
 - 1 in pure offline training (no online buffer);
 - 1 during the first ``rl_train_after_update_steps`` updates of hybrid
-  training (the offline phase; no env is stepped then, see ``RLAlgorithm``);
+  training (the offline phase; no env is stepped then, see the ``Learner``);
 - 1 for updates whose index counted from the end of that phase is not a multiple
   of ``rl_train_every_update_steps``;
 - 1 while the online buffer holds no full sequence yet;
@@ -29,6 +29,8 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import BatchInfo, Experience
+from alf.algorithms.data_transformers import DataTransformer
+from alf.datasets.offline_buffer import dataset_paths, load_offline_buffer
 from alf.errors import ConfigError, UserError
 
 
@@ -128,20 +130,22 @@ class OfflineFraction:
         return int(round(self.fraction() * batch_size))
 
 
-def build_offline_buffer(algorithm: Any, experience_spec: Experience, raw_time_step_spec: Any,
-                         env_name: str) -> Any:
-    """Load ``algorithm.config.offline_buffer_dir`` into the offline buffer after checking
-    that the algorithm can learn from raw env data.
+def build_offline_buffer(algorithm: Any, settings: Any, experience_spec: Experience,
+                         raw_time_step_spec: Any, env_name: str, sequence_length: int) -> Any:
+    """Load ``settings.offline_buffer_dir`` into the offline buffer after checking that
+    the algorithm can learn from raw env data.
 
     Args:
         algorithm: the :class:`~alf.algorithms.rl_algorithm.RLAlgorithm`.
+        settings: the :class:`~alf.trainers.training_settings.TrainingSettings`.
         experience_spec: its full experience spec (dry run of ``rollout_step``).
         raw_time_step_spec: the env's time step spec (raw reward spec).
         env_name: for messages.
+        sequence_length: steps per sampled sequence (``n_step + 1`` for transition
+            learners): every dataset must hold at least one such row.
     """
-    from alf.datasets.offline_buffer import dataset_paths, load_offline_buffer
     name = type(algorithm).__name__
-    if algorithm.on_policy or algorithm._regime("whole_replay_buffer_training"):
+    if algorithm.on_policy or algorithm.uses_regime("whole_replay_buffer_training", settings):
         raise ConfigError(
             f"TrainerConfig.offline_buffer_dir: {name} trains on its fresh unrolls, not on "
             "sampled replay, so it cannot learn from a dataset; use an off-policy algorithm "
@@ -155,13 +159,13 @@ def build_offline_buffer(algorithm: Any, experience_spec: Experience, raw_time_s
                 "that datasets do not hold (they hold raw env data only); train offline "
                 "with an algorithm whose train_step recomputes from observations")
     _check_offline_transformer(algorithm.data_transformer)
-    cfg = algorithm.config
+    cfg = settings
     buffer = load_offline_buffer(
         dataset_paths(cfg.offline_buffer_dir), algorithm.data_transformer.observation_spec,
         algorithm.action_spec, raw_time_step_spec.reward, env_name=env_name,
         capacity=cfg.offline_buffer_length, device=algorithm.device,
         check_values=getattr(cfg, "offline_buffer_check_values", True))
-    length = algorithm.replay_sequence_length()
+    length = sequence_length
     if int((buffer.current_size() - length + 1).clamp(min=0).sum()) == 0:
         raise UserError(
             f"the offline dataset(s) {', '.join(dataset_paths(cfg.offline_buffer_dir))} have no "
@@ -188,7 +192,6 @@ def fit_transformer_to_dataset(transformer: Any, buffer: Any, chunk: int = 65536
 def _check_offline_transformer(transformer: Any) -> None:
     """Offline frames are raw: re-stacking them is only right when no transformer before
     the FrameStacker changes observations (those would have to apply to single frames)."""
-    from alf.algorithms.data_transformers import DataTransformer
     members = list(getattr(transformer, "members", [transformer]))
     for member in members:  # fail before training, not at the first sample
         if type(member).transform_replay is DataTransformer.transform_replay:

@@ -1,0 +1,357 @@
+"""The ``Learner``: the training loop of one algorithm, as an object the Trainer owns.
+
+One iteration (:meth:`Learner.run_iteration`) is :meth:`Learner.train_iter` (the
+hook an algorithm with a loop of its own overrides) followed by handing the new
+weights to the unroller. The standard ``train_iter`` picks the regime the
+algorithm declares (:class:`~alf.algorithms.rl_algorithm.RLAlgorithm`) and the
+settings allow:
+
+- **on-policy** (A2C, REINFORCE): unroll ``[T, B]`` with gradients, then
+  ``algorithm.train_from_unroll``.
+- **replay** (DQN, SAC, ...): unroll without gradients into the replay buffer,
+  then ``num_updates_per_train_iter`` sampled mini-batches ``[B, L]``, each
+  ``preprocess_experience -> train_on_batch`` with priorities sent back.
+- **whole buffer** (PPO the ALF way): epochs of shuffled mini-batches over
+  everything in the buffer, then (usually) clear it.
+- **async batch** (APPO, IMPALA with ``async_unroll``): train on each batch of
+  ``[B, T+1]`` trajectories as it arrives (no buffer).
+- **offline / hybrid**: the datasets' buffer alone (no unroller), or mixed into
+  every mini-batch (:mod:`alf.trainers.hybrid_replay`), after an offline phase
+  that steps no env.
+
+Random initial collection (``initial_collect_steps``) acts with the action
+spec's sampler; fractional ``unroll_length`` accumulates across iterations;
+data-parallel ranks agree on whether their buffers are ready to train.
+
+With ``TrainerConfig.learner_thread`` the same iteration is split across two
+threads (:mod:`alf.trainers.learner_thread`).
+"""
+import contextlib
+import time
+from typing import Any, ContextManager, Optional, Tuple
+
+import torch
+
+from alf import nest as alf_nest
+from alf.algorithms.replay_training import whole_buffer_mini_batches
+from alf.data_structures import Experience, LossInfo, TimeStep
+from alf.errors import ConfigError
+from alf.metrics import EpisodeMetrics
+from alf.replay_buffers import ReplayBuffer
+from alf.trainers.replay_source import ReplaySource
+from alf.trainers.training_settings import TrainingSettings
+from alf.unrollers.sync_unroller import SyncUnroller
+from alf.unrollers.unroll_result import UnrollResult
+from alf.utils.run_context import RunContext
+
+
+class Learner:
+    """Trains one algorithm from one source of experience.
+
+    Args:
+        algorithm: the :class:`~alf.algorithms.rl_algorithm.RLAlgorithm`.
+        settings: the :class:`TrainingSettings` (``TrainingSettings.from_config(cfg)``).
+        context: the run context (counters, progress, summaries, ranks).
+        unroller: a sync or async unroller (owned and closed by the caller); None for
+            pure offline training, which then needs ``time_step_spec``.
+        time_step_spec: the raw env's time step spec when there is no unroller (pure
+            offline training: from the dataset).
+        env_name: the env's name (messages about datasets), when there is no unroller.
+    """
+
+    def __init__(self, algorithm: Any, settings: TrainingSettings, context: RunContext,
+                 unroller: Any = None, time_step_spec: Optional[TimeStep] = None,
+                 env_name: str = ""):
+        self._algorithm = algorithm
+        self._settings = settings
+        self._context = context
+        self._unroller = unroller
+        self._time_step_spec = time_step_spec
+        self._env_name = env_name
+        self.replay = ReplaySource(algorithm, settings, context, unroller)
+        self._unroll_accumulator = 0.0
+        self._prepared = False
+        self._pending_batch: Optional[Experience] = None  # async whole-buffer batch [B, T+1]
+        self._last_unroll_steps = 0
+        # a learner thread (alf.trainers.learner_thread) sets these: stores and reads of
+        # the buffers then take the lock, and each policy step RunContext.weights_lock
+        self.buffer_lock: ContextManager = contextlib.nullcontext()
+        self.threaded = False
+
+    @classmethod
+    def for_env(cls, algorithm: Any, env: Any, settings: Optional[TrainingSettings] = None,
+                context: Optional[RunContext] = None) -> "Learner":
+        """A prepared Learner stepping ``env`` in this process (tests, notebooks); the
+        caller closes ``env``."""
+        settings = settings if settings is not None else TrainingSettings()
+        unroller = SyncUnroller.for_algorithm(env, algorithm, settings.metric_buffer_size)
+        learner = cls(algorithm, settings,
+                      context if context is not None else algorithm.context, unroller)
+        learner.prepare()
+        return learner
+
+    # ------------------------------------------------------------ properties
+    @property
+    def algorithm(self) -> Any:
+        return self._algorithm
+
+    @property
+    def settings(self) -> TrainingSettings:
+        return self._settings
+
+    @property
+    def context(self) -> RunContext:
+        return self._context
+
+    @property
+    def unroller(self) -> Any:
+        """The source of experience (None: pure offline training)."""
+        return self._unroller
+
+    @property
+    def replay_buffer(self) -> Optional[ReplayBuffer]:
+        return self.replay.replay_buffer
+
+    @property
+    def offline_buffer(self) -> Optional[ReplayBuffer]:
+        """The read-only buffer of ``offline_buffer_dir`` datasets (or None)."""
+        return self.replay.offline_buffer
+
+    @property
+    def metrics(self) -> Optional[EpisodeMetrics]:
+        return self._unroller.metrics if self._unroller is not None else None
+
+    @property
+    def clears_replay_buffer(self) -> bool:
+        """Whether the replay buffer is emptied after every iteration (e.g. PPO's), so
+        nothing in it outlives an iteration or needs checkpointing."""
+        return self._uses("clear_replay_buffer")
+
+    def _uses(self, regime: str) -> bool:
+        return self._algorithm.uses_regime(regime, self._settings)
+
+    def time_step_spec(self) -> TimeStep:
+        """The raw env's time step spec (from the unroller, or the dataset's)."""
+        if self._unroller is not None:
+            return self._unroller.time_step_spec()
+        if self._time_step_spec is None:
+            raise RuntimeError("a Learner without an unroller needs time_step_spec")
+        return self._time_step_spec
+
+    def experience_spec(self) -> Experience:
+        """One step of the algorithm's :class:`Experience` in this env (a dry run)."""
+        return self._algorithm.experience_spec(self.time_step_spec())
+
+    # ----------------------------------------------------------------- build
+    def prepare(self) -> None:
+        """Check the settings against the algorithm, build its optimizers and buffers
+        (idempotent)."""
+        if self._prepared:
+            return
+        self._prepared = True
+        alg, cfg = self._algorithm, self._settings
+        alg.check_training_config(cfg)
+        alg._ensure_optimizers()
+        if cfg.offline_buffer_dir:
+            env_name = getattr(self._unroller, "env_name", "") or self._env_name
+            self.replay.build_offline(self.time_step_spec(), env_name)
+        if self._unroller is None:
+            return
+        whole = self._uses("whole_replay_buffer_training")
+        if cfg.async_unroll and not whole and cfg.max_policy_lag is not None:
+            raise ConfigError(
+                f"TrainerConfig.max_policy_lag: {type(alg).__name__} learns from a replay "
+                "buffer, i.e. from old data anyway, and a dropped trajectory would leave a "
+                "gap inside its envs' replay rows. It applies to algorithms that train on "
+                "each fresh batch (APPOAlgorithm, ImpalaAlgorithm): unset it")
+        # Async whole-buffer training (APPO, IMPALA) trains on each batch of trajectories
+        # as it arrives (``[B, T+1]`` with its bootstrap step): no buffer.
+        if not alg.on_policy and not (cfg.async_unroll and whole):
+            self.replay.build_online(self.time_step_spec(), self._unroller.batch_size)
+
+    # ------------------------------------------------------------- iteration
+    def run_iteration(self) -> int:
+        """One training iteration (:meth:`train_iter`), then the unroller gets the new
+        weights; returns the env steps unrolled."""
+        steps = self.train_iter()
+        if self._unroller is not None:
+            self._unroller.after_train_iter(self._algorithm)
+        return steps
+
+    def train_iter(self) -> int:
+        """Collect and train once; returns the number of env steps unrolled.
+
+        The hook to override for an algorithm with a loop of its own (declare the
+        subclass in ``RLAlgorithm.learner_class``): build it from :meth:`collect`,
+        :meth:`train_from_replay`, ``self.replay`` (sampling) and the algorithm's
+        hooks."""
+        self.prepare()
+        if self.offline_buffer is not None and (
+                self._unroller is None or self.replay.mix.in_offline_phase()):
+            # pure offline, or hybrid's offline phase: train on the datasets, step no env
+            self._last_unroll_steps = 0
+            self.train_from_replay()
+            return 0
+        steps = self.next_unroll_length()
+        self._last_unroll_steps = 0
+        if self._algorithm.on_policy:
+            experience = self.collect(max(1, steps))
+            self._algorithm.train_from_unroll(experience)
+            return self._last_unroll_steps
+        if steps > 0 or self._settings.async_unroll:
+            with torch.no_grad():
+                self.collect(steps)
+        if self.collecting_randomly():
+            self._pending_batch = None
+            return self._last_unroll_steps
+        self.train_from_replay(self._take_pending())
+        return self._last_unroll_steps
+
+    def _take_pending(self) -> Optional[Experience]:
+        batch, self._pending_batch = self._pending_batch, None
+        return batch
+
+    def collect_for_thread(self) -> Tuple[int, Any]:
+        """The collecting half of :meth:`train_iter` (learner thread): returns the env
+        steps collected and what the learner thread trains on: the async batch, ``True``
+        (train from the buffers) or None (nothing to train yet)."""
+        self.prepare()
+        if self.offline_buffer is not None and (
+                self._unroller is None or self.replay.mix.in_offline_phase()):
+            return 0, True
+        steps = self.next_unroll_length()
+        self._last_unroll_steps = 0
+        if steps > 0 or self._settings.async_unroll:
+            with torch.no_grad():
+                self.collect(steps)
+        if self.collecting_randomly():
+            self._pending_batch = None
+            return self._last_unroll_steps, None
+        batch = self._take_pending()
+        return self._last_unroll_steps, True if batch is None else batch
+
+    def train_batch_in_thread(self, batch: Any) -> None:
+        """The training half of :meth:`train_iter` (learner thread), on what
+        :meth:`collect_for_thread` returned."""
+        with self.buffer_lock:
+            self.train_from_replay(None if batch is True else batch)
+
+    def next_unroll_length(self) -> int:
+        """Steps per env to unroll this iteration: ``unroll_length``, accumulated across
+        iterations when fractional (0.25: one step every 4 iterations)."""
+        self._unroll_accumulator += float(self._settings.unroll_length)
+        steps = int(self._unroll_accumulator + 1e-9)  # 10 x 0.1 must give 1
+        self._unroll_accumulator -= steps
+        return steps
+
+    def collecting_randomly(self) -> bool:
+        """Still within ``initial_collect_steps`` (random actions, no training)."""
+        return self._context.env_steps < self._settings.initial_collect_steps
+
+    def collect(self, unroll_length: int) -> Optional[Experience]:
+        """Step the envs ``unroll_length`` times per env (random actions while
+        :meth:`collecting_randomly`).
+
+        On-policy: returns time-major ``Experience [T, B]`` (rollout infos keep their
+        graph). Otherwise the unroll is stored (:meth:`store`) and None returned.
+        """
+        self.prepare()
+        t0 = time.perf_counter()
+        override = None
+        if self.collecting_randomly():
+            device, spec = self._algorithm.device, self._algorithm.action_spec
+            override = lambda step: spec.sample(  # noqa: E731
+                (alf_nest.flatten(step.output)[0].shape[0],)).to(device)
+        policy_step = self._algorithm.rollout_step
+        if self.threaded:  # never act on half an optimizer step of the learner thread
+            lock = self._context.weights_lock
+
+            def policy_step(time_step, state, step=policy_step):
+                with lock:
+                    return step(time_step, state)
+        result = self._unroller.collect(policy_step, unroll_length, action_override=override)
+        self._last_unroll_steps = self._context.count_env_steps(result.env_steps)
+        if self._algorithm.on_policy:
+            self._context.unroll_seconds += time.perf_counter() - t0
+            return result.experience
+        self.store(result)
+        self._context.unroll_seconds += time.perf_counter() - t0
+        return None
+
+    def store(self, result: UnrollResult) -> None:
+        """Keep an off-policy unroll: a batch of ``[T + 1, B]`` trajectories for async
+        whole-buffer training, else its new steps go into the replay buffer."""
+        if self.replay_buffer is None:  # async whole-buffer training: train on it as is
+            device = self._algorithm.device
+            self._pending_batch = alf_nest.map_structure(
+                lambda x: x.to(device, non_blocking=True).transpose(0, 1), result.experience)
+            return
+        with self.buffer_lock:
+            self.replay.store_unroll(result.experience, result.bootstrap_last)
+
+    def _all_ranks(self, ready: bool) -> bool:
+        """``ready`` agreed over data-parallel ranks (their buffers may fill unevenly)."""
+        dp = self._context.data_parallel
+        return ready if dp is None else dp.all_ranks(ready)
+
+    # -------------------------------------------------------------- training
+    def train_from_replay(self, async_batch: Optional[Experience] = None) -> Optional[LossInfo]:
+        """Off-policy update(s): ``async_batch`` (``[B, T+1]`` trajectories) or the whole
+        buffer in epochs of mini-batches, else sampled mini-batches (module docstring)."""
+        if self._uses("whole_replay_buffer_training"):
+            loss_info, experience, info = self._train_whole_buffer(async_batch)
+        else:
+            loss_info, experience, info = self._train_sampled()
+        if experience is None:
+            return None  # too little data yet
+        self._algorithm.after_train_iter(experience, info)
+        self.replay.drop_sample_blocks()
+        per_batch = self._settings.update_counter_every_mini_batch and \
+            not self._uses("whole_replay_buffer_training")
+        if loss_info is not None and not per_batch:
+            self._algorithm.summarize_train(experience, info, loss_info)
+        return loss_info
+
+    def _train_whole_buffer(self, pending: Optional[Experience]):
+        """Epochs of shuffled ``[mini_batch_size, L]`` batches over the async batch or
+        everything in the buffer ``[B, T]``; returns ``(loss, experience, info)``."""
+        alg, cfg = self._algorithm, self._settings
+        if pending is not None:
+            gathered = pending  # async: a batch of [B, T+1] trajectories
+        elif not self._all_ranks(int(self.replay_buffer.current_size().min()) >= 2):
+            return None, None, None  # first iterations of a short/fractional unroll
+        else:
+            gathered = self.replay.gather()
+        experience = alg.preprocess_experience(gathered)
+        # min: the first iteration holds one step less (no step kept from before)
+        length = min(cfg.mini_batch_length, alf_nest.flatten(experience.step_type)[0].shape[1])
+        loss_info = info = None
+        for batch in whole_buffer_mini_batches(experience, cfg.mini_batch_size, length,
+                                               cfg.num_updates_per_train_iter):
+            loss_info, info = alg.train_on_batch(batch)
+        if self._uses("clear_replay_buffer") and pending is None:
+            self.replay_buffer.clear(keep_last=True)
+        return loss_info, experience, info
+
+    def _train_sampled(self):
+        """``num_updates_per_train_iter`` sampled mini-batches ``[B, L]``; returns
+        ``(loss, experience, info)`` of the last one."""
+        alg, cfg, ctx = self._algorithm, self._settings, self._context
+        length = self.replay.sequence_length()
+        if self.offline_buffer is None and not self._all_ranks(
+                int(self.replay_buffer.current_size().max()) >= length):
+            return None, None, None
+        if cfg.mini_batch_size is None:
+            raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")
+        self.replay.agree_online_ready(length)  # same offline/online mix on all ranks
+        loss_info = info = experience = None
+        for _ in range(cfg.num_updates_per_train_iter):
+            experience = alg.preprocess_experience(
+                self.replay.training_batch(cfg.mini_batch_size, length))
+            loss_info, info = alg.train_on_batch(experience)
+            self.replay.update_priority(experience, loss_info)
+            if cfg.update_counter_every_mini_batch and ctx.should_summarize_update():
+                alg.summarize_train(experience, info, loss_info, step=ctx.num_updates)
+        if self._uses("clear_replay_buffer") and self.replay_buffer is not None:
+            self.replay_buffer.clear()
+        return loss_info, experience, info

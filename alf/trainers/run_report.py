@@ -1,0 +1,113 @@
+"""What a run tells its user: console lines, TensorBoard scalars, evaluation results.
+
+Rank 0 alone prints in a data-parallel run. ``quiet`` silences the progress,
+checkpoint and evaluation lines, never warnings or what a resume did.
+"""
+import math
+import sys
+from typing import Any, List, Tuple
+
+from alf import config as alf_config
+from alf.metrics import EpisodeMetrics
+from alf.trainers.evaluator import evaluate
+from alf.utils.cpu_budget import ThreadGovernor
+from alf.utils.run_context import RunContext
+
+
+class RunReport:
+    """Prints and summarises one run.
+
+    Args:
+        config: the TrainerConfig (iteration/env-step targets, evaluation settings).
+        context: the run context (counters, summary writer).
+        governor: the run's thread governor (its CPU-starved note and thread count).
+        is_main: whether this process prints (rank 0, or the only process).
+        quiet: silence progress, checkpoint and evaluation lines.
+    """
+
+    def __init__(self, config: Any, context: RunContext, governor: ThreadGovernor,
+                 is_main: bool, quiet: bool):
+        self._config = config
+        self._context = context
+        self._governor = governor
+        self._is_main = is_main
+        self._quiet = quiet or not is_main
+
+    def notice(self, text: str) -> None:
+        """Warnings and what a resume did: shown even when quiet; by rank 0 alone."""
+        if self._is_main:
+            print(text, file=sys.stderr, flush=True)
+
+    def line(self, text: str) -> None:
+        """A progress, checkpoint or evaluation line (silenced by ``quiet``)."""
+        if not self._quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def progress_text(self, learner: Any, metrics: EpisodeMetrics, fps: float, elapsed: float,
+                      ups: float = 0.0, runner_text: str = "") -> str:
+        """``[alf] iter ... | env steps ... | FPS ... | return ...`` (pure offline: updates
+        and the evaluation return); ``runner_text``: the learner thread's lag note."""
+        ctx, cfg = self._context, self._config
+        iters = f"/{cfg.num_iterations:,}" if cfg.num_iterations else ""
+        ret = metrics.average_return()
+        note = self._governor.progress_note()
+        if learner.unroller is None:  # pure offline: no env steps, the return is evaluation's
+            return (f"[alf] iter {ctx.iteration:,}{iters} | updates {ctx.num_updates:,} | "
+                    f"updates/s {ups:,.0f} | eval return {ret:.1f}{note} | {elapsed:.1f}s")
+        target = f"/{cfg.num_env_steps:,}" if cfg.num_env_steps else ""
+        # hybrid: updates count too (the offline phase steps no env)
+        hybrid = f" | updates {ctx.num_updates:,}" if learner.offline_buffer is not None else ""
+        text = getattr(learner.unroller, "progress_text", None)
+        unroller = text() if text is not None else ""
+        return (f"[alf] iter {ctx.iteration:,}{iters} | env steps {ctx.env_steps:,}{target} | "
+                f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,}"
+                f"{hybrid}{unroller}{runner_text}{note} | {elapsed:.1f}s")
+
+    def summarize(self, metrics: EpisodeMetrics, fps: float, iter_seconds: float) -> None:
+        """Episode metrics, speed, threads and the unroll/train time split to TensorBoard."""
+        ctx, governor = self._context, self._governor
+        ret, length = metrics.average_return(), metrics.average_length()
+        if not math.isnan(ret):
+            ctx.add_scalar("Metrics/AverageReturn", ret)
+            ctx.add_scalar("Metrics/AverageEpisodeLength", length)
+        ctx.add_scalar("Metrics/NumEpisodes", metrics.num_episodes)
+        ctx.add_scalar("Speed/FPS", fps)
+        ctx.add_scalar("Speed/torch_threads", governor.threads)
+        if governor.load.wait_share is not None:  # share of time waiting for a CPU
+            ctx.add_scalar("Speed/cpu_wait_share", governor.load.wait_share)
+        if iter_seconds > 0:
+            unroll_share = min(1.0, ctx.unroll_seconds / iter_seconds)
+            ctx.add_scalar("Time/unroll_fraction", unroll_share)
+            ctx.add_scalar("Time/train_fraction", 1.0 - unroll_share)
+
+    def evaluate(self, algorithm: Any, eval_env: Any, transformer: Any) -> List[Tuple[float, int]]:
+        """Run the evaluation episodes; summarise and print their mean return/length."""
+        cfg = self._config
+        results = evaluate(algorithm, eval_env, transformer, cfg.num_eval_episodes,
+                           cfg.epsilon_greedy)
+        if not results:
+            return results
+        avg_ret = sum(r for r, _ in results) / len(results)
+        avg_len = sum(n for _, n in results) / len(results)
+        self._context.add_scalar("Eval/AverageReturn", avg_ret)
+        self._context.add_scalar("Eval/AverageEpisodeLength", avg_len)
+        self.line(f"[alf] eval at iter {self._context.iteration:,}: return {avg_ret:.1f} "
+                  f"over {len(results)} episodes")
+        return results
+
+    def warn_unused_bindings(self, builds_envs_here: bool) -> None:
+        """After the first iteration every configurable has been built: name the bindings
+        nothing used (usually a typo'd or wrong class name, which gin cannot catch).
+        ``builds_envs_here``: False when env workers (or nobody) build the envs."""
+        unused = alf_config.unused_bindings()
+        if not builds_envs_here:
+            unused = [b for b in unused if not b.startswith("create_environment.")]
+        if unused:
+            self.notice("[alf] warning: gin bindings never used (typo, or a class this "
+                        f"experiment does not build?): {', '.join(unused)}")
+
+
+def fmt_float(x: float) -> str:
+    """A progress.csv cell: 3 decimals, empty for NaN."""
+    return "" if math.isnan(x) else f"{x:.3f}"
+
