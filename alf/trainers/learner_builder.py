@@ -98,6 +98,13 @@ def _learner(algorithm: Any, settings: TrainingSettings, context: RunContext, un
                env_name=specs.env_name)
 
 
+def eval_env_kwargs(offline_specs: Optional[EnvSpecs]) -> dict:
+    """Pure offline: the evaluation env is the dataset's unless the config names one."""
+    if offline_specs is None or env_name_bound():
+        return {}
+    return {"env_name": offline_specs.env_name}
+
+
 def env_name_bound() -> bool:
     """Whether the config names the env (``create_environment.env_name``)."""
     try:

@@ -177,3 +177,23 @@ class RunCheckpoints:
             "with an empty buffer (as if from scratch for the replay data; updates wait for "
             "it to refill). Set TrainerConfig.save_replay_buffer=True to save it with each "
             "checkpoint.")
+
+
+def spec_source(unroller: Any, offline_specs: Any) -> Any:
+    """What the experiment signature describes: the unroller, or (pure offline) the
+    dataset's specs."""
+    return unroller if unroller is not None else _SpecView(offline_specs)
+
+
+class _SpecView:
+    """The env-spec methods :func:`experiment_signature` reads, over dataset specs."""
+
+    def __init__(self, specs: Any):
+        self._specs = specs
+        self.env_name = specs.env_name
+
+    def observation_spec(self):
+        return self._specs.observation_spec
+
+    def action_spec(self):
+        return self._specs.action_spec

@@ -5,6 +5,7 @@ checkpoint and evaluation lines, never warnings or what a resume did.
 """
 import math
 import sys
+import time
 from typing import Any, List, Tuple
 
 from alf import config as alf_config
@@ -32,6 +33,7 @@ class RunReport:
         self._governor = governor
         self._is_main = is_main
         self._quiet = quiet or not is_main
+        self._last_print = float("-inf")  # perf_counter of the last progress line
 
     def notice(self, text: str) -> None:
         """Warnings and what a resume did: shown even when quiet; by rank 0 alone."""
@@ -62,6 +64,24 @@ class RunReport:
         return (f"[alf] iter {ctx.iteration:,}{iters} | env steps {ctx.env_steps:,}{target} | "
                 f"FPS {fps:,.0f} | return {ret:.1f} | episodes {metrics.num_episodes:,}"
                 f"{hybrid}{unroller}{runner_text}{note} | {elapsed:.1f}s")
+
+    def end_of_iteration(self, log: Any, learner: Any, metrics: EpisodeMetrics, fps: float,
+                         ups: float, elapsed: float, wall_time: float, done: bool,
+                         first_iteration: int, runner_text: str = "") -> None:
+        """The ``progress.csv`` row (at summary intervals, not wall-clock ones, so the file
+        is identical between two runs with the same seed) and the console progress line
+        (every ``progress_interval_seconds``, at the first and the last iteration)."""
+        ctx, cfg = self._context, self._config
+        if log is not None and (ctx.iteration % cfg.summary_interval == 0 or done or
+                                (cfg.summarize_first_interval and ctx.iteration == 1)):
+            log.write([ctx.iteration, ctx.env_steps, f"{wall_time:.3f}",
+                       fmt_float(metrics.average_return()), fmt_float(metrics.average_length()),
+                       metrics.num_episodes, f"{fps:.1f}"])
+        now = time.perf_counter()
+        if now - self._last_print >= cfg.progress_interval_seconds or done \
+                or ctx.iteration == first_iteration:
+            self._last_print = now
+            self.line(self.progress_text(learner, metrics, fps, elapsed, ups, runner_text))
 
     def summarize(self, metrics: EpisodeMetrics, fps: float, iter_seconds: float) -> None:
         """Episode metrics, speed, threads and the unroll/train time split to TensorBoard."""

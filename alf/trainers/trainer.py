@@ -1,7 +1,5 @@
-"""The Trainer: runs one experiment in ``root_dir``.
-
-It owns the run; the :class:`~alf.trainers.learner.Learner` it builds owns the
-training loop of the algorithm::
+"""The Trainer runs one experiment in ``root_dir``; the :class:`~alf.trainers.learner.Learner`
+it builds owns the training loop of the algorithm::
 
     Trainer (seeding, build, checkpoints, evaluation, summaries, progress,
              signals, torchrun)
@@ -39,15 +37,15 @@ from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGu
                                           StopAtBoundary, TrainingInterrupted,
                                           sigint_ignored_in_children, stop_signal,
                                           stop_words)
-from alf.trainers.learner_builder import build_learner, env_name_bound
+from alf.trainers.learner_builder import build_learner, eval_env_kwargs
 from alf.trainers.learner_thread import make_iteration_runner
 from alf.trainers.progress_log import ProgressLog
-from alf.trainers.run_checkpoints import RunCheckpoints
+from alf.trainers.run_checkpoints import RunCheckpoints, spec_source
 from alf.trainers.run_files import CONFIG_FILE, write_config, write_operative_config
-from alf.trainers.run_report import RunReport, fmt_float
+from alf.trainers.run_report import RunReport
 from alf.trainers.summary_writer import open_summary_writer
+from alf.trainers.thread_budget import run_thread_governor
 from alf.trainers.trainer_config import TrainerConfig
-from alf.utils.cpu_budget import ThreadGovernor, usable_cpus
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import set_random_seed
 
@@ -92,8 +90,8 @@ class Trainer:
         self._context = RunContext(config.num_iterations, config.num_env_steps,
                                    summary_interval=config.summary_interval,
                                    summarize_first_interval=config.summarize_first_interval)
-        self._context.cpu_governor = self._governor = _thread_governor(
-            config, rank_group, self._child_pids)
+        self._context.cpu_governor = self._governor = run_thread_governor(
+            config, rank_group, lambda: _worker_pids(self.unroller))
         self._report = RunReport(config, self._context, self._governor, self._is_main, quiet)
         self._env = self._learner = self._eval_env = None
         self._offline_specs: Optional[EnvSpecs] = None
@@ -126,7 +124,8 @@ class Trainer:
                 with sigint_ignored_in_children():
                     self._eval_env = create_environment(
                         num_parallel_environments=config.num_eval_environments,
-                        seed=config.random_seed + 1_000_003, **self._offline_env_kwargs())
+                        seed=config.random_seed + 1_000_003,
+                        **eval_env_kwargs(self._offline_specs))
         except BaseException as e:
             self.close()
             if group is not None and not isinstance(e, KeyboardInterrupt):
@@ -145,18 +144,10 @@ class Trainer:
                 self.close()
                 raise
 
-    def _offline_env_kwargs(self) -> dict:
-        """Pure offline: the evaluation env is the dataset's unless the config names one."""
-        if self._offline_specs is None or env_name_bound():
-            return {}
-        return {"env_name": self._offline_specs.env_name}
-
     @property
     def _spec_source(self) -> Any:
         """What the experiment signature describes: the unroller, or the dataset specs."""
-        if self.unroller is not None:
-            return self.unroller
-        return _SpecView(self._offline_specs)
+        return spec_source(self.unroller, self._offline_specs)
 
     @property
     def _metrics(self) -> EpisodeMetrics:
@@ -175,7 +166,8 @@ class Trainer:
     def unroller(self) -> Any:
         """The source of experience (sync or async; None: pure offline); owned and closed
         by this Trainer."""
-        return self._learner.unroller if self._learner is not None else None
+        learner = getattr(self, "_learner", None)
+        return learner.unroller if learner is not None else None
 
     @property
     def env(self) -> Any:
@@ -201,13 +193,10 @@ class Trainer:
             return self._checkpoints.save(self._wall_time())
 
     def restore_checkpoint(self) -> bool:
-        """Load the newest valid checkpoint; False if there is none (see
-        :meth:`RunCheckpoints.restore`)."""
+        """Load the newest valid checkpoint (:meth:`RunCheckpoints.restore`); False if none."""
         wall_time = self._checkpoints.restore()
-        if wall_time is None:
-            return False
-        self._wall_time_offset = wall_time
-        return True
+        self._wall_time_offset = wall_time or 0.0
+        return wall_time is not None
 
     # ------------------------------------------------------------------- run
     def _done(self) -> bool:
@@ -358,10 +347,9 @@ class Trainer:
         return path
 
     def _runner_stop(self) -> None:
-        """Stop the learner thread, if any (its last batch is trained first)."""
-        runner = getattr(self, "_runner", None)
-        if runner is not None:
-            runner.close()
+        """Stop the learner thread, if any (its queued batches are trained first)."""
+        if getattr(self, "_runner", None) is not None:
+            self._runner.close()
 
     def _loop(self) -> None:
         cfg, ctx = self._config, self._context
@@ -372,8 +360,7 @@ class Trainer:
                                 f"the restored iteration {ctx.iteration:,} (written after "
                                 "its checkpoint)")
         self._runner = make_iteration_runner(self._learner, cfg.learner_thread)
-        self._loop_start = start = time.perf_counter()
-        self._last_print = start
+        self._loop_start = time.perf_counter()
         self._at_start = (ctx.env_steps, ctx.num_updates, ctx.iteration + 1)
         self._iter_seconds = 0.0
         ctx.unroll_seconds = 0.0
@@ -421,20 +408,9 @@ class Trainer:
                 self.unroller is not None or self._eval_env is not None))
         if ctx.iteration % cfg.checkpoint_interval == 0:
             self.save_checkpoint()
-        done = self._done()
-        # rows at summary intervals (not wall-clock ones) so that the file is identical
-        # between two runs with the same seed
-        if log is not None and (ctx.iteration % cfg.summary_interval == 0 or done or
-                                (cfg.summarize_first_interval and ctx.iteration == 1)):
-            log.write([ctx.iteration, ctx.env_steps, f"{self._wall_time():.3f}",
-                       fmt_float(metrics.average_return()), fmt_float(metrics.average_length()),
-                       metrics.num_episodes, f"{fps:.1f}"])
-        if now - self._last_print >= cfg.progress_interval_seconds or done \
-                or ctx.iteration == first_iteration:
-            self._last_print = now
-            report.line(report.progress_text(self._learner, metrics, fps,
-                                             now - self._loop_start, ups,
-                                             self._runner.progress_text()))
+        report.end_of_iteration(log, self._learner, metrics, fps, ups, now - self._loop_start,
+                                self._wall_time(), self._done(), first_iteration,
+                                self._runner.progress_text())
         return stop
 
     def _progress_text(self, metrics: EpisodeMetrics, fps: float, elapsed: float,
@@ -449,11 +425,6 @@ class Trainer:
                                         self.algorithm.data_transformer)
         if results and self.unroller is None:  # pure offline: evaluation is the return
             self._offline_metrics.add_finished(results, 0)
-
-    def _child_pids(self) -> Sequence[int]:
-        """The env worker processes of an async unroller (their CPU is this run's own)."""
-        pids = getattr(self.unroller, "worker_pids", None)
-        return pids() if pids is not None else ()
 
     def close(self) -> None:
         """Close envs and the summary writer (idempotent)."""
@@ -472,31 +443,7 @@ class Trainer:
             self._governor.restore()  # torch's thread count as before this run
 
 
-class _SpecView:
-    """The env-spec methods :func:`experiment_signature` reads, over dataset specs."""
-
-    def __init__(self, specs: EnvSpecs):
-        self._specs = specs
-        self.env_name = specs.env_name
-
-    def observation_spec(self):
-        return self._specs.observation_spec
-
-    def action_spec(self):
-        return self._specs.action_spec
-
-
-def _thread_governor(config: TrainerConfig, rank_group: Any, child_pids: Any) -> ThreadGovernor:
-    """The :class:`ThreadGovernor` of this run's torch threads.
-
-    Under torchrun the ranks of one host split its CPUs evenly and pin their share
-    (ranks that picked different thread counts could round differently and drift
-    apart); the async deterministic mode pins too (bit-identical reruns)."""
-    maximum = config.num_threads
-    adaptive = config.adapt_threads and not (config.async_unroll and
-                                             config.async_mode == "deterministic")
-    if rank_group is not None:
-        share = max(1, usable_cpus() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
-        maximum = min(int(maximum), share) if maximum else share
-        adaptive = False
-    return ThreadGovernor(maximum, adaptive=adaptive, child_pids=child_pids)
+def _worker_pids(unroller: Any) -> Sequence[int]:
+    """The env worker processes of an async unroller (their CPU is this run's own)."""
+    pids = getattr(unroller, "worker_pids", None)
+    return pids() if pids is not None else ()
