@@ -1,0 +1,159 @@
+"""TrainerConfig.learner_thread: collection on the main thread, training on a learner
+thread (alf/trainers/learner_thread.py)."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+from alf.errors import ConfigError
+from alf.trainers.interrupt_guard import TrainingInterrupted
+from alf.trainers.learner_thread import LearnerStalledError, ThreadedRunner
+
+THREAD = ["TrainerConfig.learner_thread=True"]
+
+
+def _learner_threads():
+    return [t for t in threading.enumerate() if t.name == "alf-learner"]
+
+
+def _ckpt(root, iteration):
+    return torch.load(os.path.join(str(root), "train", f"ckpt-{iteration:010d}.pt"),
+                      weights_only=False)
+
+
+def test_ppo_trains_every_collected_unroll_on_the_thread(make_trainer, alf_cli, tmp_path):
+    """Every iteration's unroll is trained exactly once (epochs x mini-batches), the final
+    checkpoint is taken after the queue drained, and no thread is left behind."""
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, THREAD + ["TrainerConfig.num_iterations=6"])
+    trainer.run()
+    ctx = trainer.context
+    # 2 envs x 8 steps = 16 steps per unroll; whole-buffer: 2 epochs x 2 mini-batches of 8
+    state = _ckpt(root, 6)
+    assert state["context"]["iteration"] == 6 and state["context"]["env_steps"] == 6 * 16
+    assert state["context"]["num_updates"] == ctx.num_updates == 6 * 2 * 2
+    assert not _learner_threads()
+    assert trainer.env.closed
+
+
+def test_sac_updates_match_the_main_loop_count(make_trainer, alf_cli, tmp_path):
+    """An off-policy run does the same number of gradient steps as without the thread
+    (the data differ: the policy acting is up to learner_queue_size passes behind)."""
+    params = ["TrainerConfig.num_env_steps=0", "TrainerConfig.num_iterations=180",
+              "TrainerConfig.initial_collect_steps=100", "TrainerConfig.num_updates_per_train_iter=2"]
+    counts = []
+    for threaded in (False, True):
+        root = tmp_path / f"run{int(threaded)}"
+        trainer = make_trainer(root, alf_cli.TINY_SAC,
+                               params + [f"TrainerConfig.learner_thread={threaded}"])
+        trainer.run()
+        counts.append(trainer.context.num_updates)
+    # 2 envs: iterations 1-49 end below 100 env steps (random, no training); iteration 50
+    # collects randomly and then trains: 131 iterations x 2 updates
+    assert counts == [262, 262]
+    assert not _learner_threads()
+
+
+def test_resume_after_a_threaded_run_continues_from_its_checkpoint(make_trainer, alf_cli,
+                                                                   tmp_path):
+    root = tmp_path / "run"
+    first = make_trainer(root, alf_cli.TINY_PPO, THREAD + ["TrainerConfig.num_iterations=3"])
+    first.run()
+    again = make_trainer(root, alf_cli.TINY_PPO, THREAD + ["TrainerConfig.num_iterations=5"])
+    again.run()
+    assert again.context.iteration == 5 and again.context.env_steps == 5 * 16
+    assert _ckpt(root, 5)["context"]["num_updates"] == again.context.num_updates
+
+
+def test_sigint_saves_a_drained_checkpoint(make_trainer, alf_cli, tmp_path, monkeypatch):
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, THREAD + ["TrainerConfig.num_iterations=100"])
+    learner = trainer.learner
+    original = learner.collect_for_thread
+
+    def collect():
+        if trainer.context.iteration == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original()
+
+    monkeypatch.setattr(learner, "collect_for_thread", collect)
+    with pytest.raises(TrainingInterrupted) as info:
+        trainer.run()
+    assert info.value.checkpoint == str(root / "train" / "ckpt-0000000003.pt")
+    state = _ckpt(root, 3)
+    # all three collected unrolls were trained before the save
+    assert state["context"]["num_updates"] == trainer.context.num_updates
+    # per unroll: 2 envs x 8 steps = 16 one-step segments = 2 mini-batches of 8, x 2 epochs
+    assert trainer.context.num_updates == 3 * 2 * 2
+    assert not _learner_threads()
+
+
+def test_an_error_on_the_learner_thread_stops_the_run_with_it(make_trainer, alf_cli, tmp_path,
+                                                             monkeypatch):
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, THREAD + ["TrainerConfig.num_iterations=50"])
+
+    def boom(batch):
+        raise RuntimeError("learner boom")
+
+    monkeypatch.setattr(trainer.learner, "train_batch_in_thread", boom)
+    with pytest.raises(RuntimeError, match="learner boom"):
+        trainer.run()
+    assert trainer.context.iteration < 50
+    assert not list((root / "train").glob("ckpt-*"))  # a crash saves nothing
+    assert trainer.env.closed and not _learner_threads()
+
+
+def test_an_empty_queue_past_the_timeout_is_one_named_error(make_trainer, alf_cli, tmp_path,
+                                                            monkeypatch):
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO,
+                           THREAD + ["TrainerConfig.learner_queue_timeout_s=0.3"])
+    original = trainer.learner.collect_for_thread
+
+    def slow_collect():
+        if trainer.context.iteration == 2:
+            time.sleep(1.5)  # the envs "hang"
+        return original()
+
+    monkeypatch.setattr(trainer.learner, "collect_for_thread", slow_collect)
+    with pytest.raises(LearnerStalledError, match="learner_queue_timeout_s"):
+        trainer.run()
+    assert not _learner_threads()
+
+
+def test_lag_is_shown_in_the_progress_line(make_trainer, alf_cli, tmp_path):
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO, THREAD)
+    runner = ThreadedRunner(trainer.learner, queue_size=2, timeout_s=60)
+    try:
+        for _ in range(3):
+            runner.run_iteration()
+        runner.drain()
+        runner.run_iteration()
+        assert runner.progress_text().startswith(" | learner lag ")
+    finally:
+        runner.close()
+        trainer.close()
+    assert not _learner_threads()
+
+
+@pytest.mark.parametrize("conf, params, message", [
+    ("TINY_A2C", [], "is on-policy and trains through its rollout's autograd graph"),
+])
+def test_on_policy_algorithms_are_refused(make_trainer, alf_cli, tmp_path, conf, params,
+                                          message):
+    trainer = make_trainer(tmp_path / "run", getattr(alf_cli, conf), THREAD + params)
+    with pytest.raises(ConfigError, match=message):
+        trainer.run()
+    assert trainer.env.closed
+
+
+def test_deterministic_async_is_refused(clean_gin):
+    from alf.trainers.trainer_config import TrainerConfig
+    from alf.algorithms.appo_algorithm import APPOAlgorithm
+    with pytest.raises(ConfigError, match="not bit-identical"):
+        TrainerConfig(algorithm_ctor=APPOAlgorithm, num_iterations=1, async_unroll=True,
+                      async_mode="deterministic", learner_thread=True)
