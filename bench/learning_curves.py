@@ -3,6 +3,7 @@
     python bench/learning_curves.py --conf ac_cart_pole.gin --seeds 0 1 2 --target 475
     python bench/learning_curves.py --conf ppo_lstm_cart_pole.gin --seeds 0 --target 400
     python bench/learning_curves.py --conf ppo_cart_pole.gin --target 475 --nproc 2
+    python bench/learning_curves.py --conf ppo_cart_pole.gin --target 475 --name ppo_cart_pole_learner_thread --conf_param TrainerConfig.learner_thread=True
 
 Runs ``python -m alf.bin.train`` once per seed (sequentially), reads each run's
 ``progress.csv`` (average training return of the last 20 episodes vs env steps),
@@ -52,9 +53,11 @@ def main() -> None:
     p.add_argument("--conf_param", action="append", default=[])
     p.add_argument("--title", default=None)
     p.add_argument("--nproc", type=int, default=1, help="data-parallel ranks (torchrun)")
+    p.add_argument("--name", default=None,
+                   help="results/plot name (default: the conf's, e.g. ppo_cart_pole)")
     args = p.parse_args()
     root = args.root or tempfile.mkdtemp(prefix="alf_curves_")
-    name = os.path.splitext(os.path.basename(args.conf))[0]
+    name = args.name or os.path.splitext(os.path.basename(args.conf))[0]
     if args.nproc > 1:
         name += f"_{args.nproc}ranks"
     results = []
