@@ -66,6 +66,8 @@ class Algorithm(nn.Module):
         # Submodules only training needs (target networks): left out of rollout_state_dict.
         # A plain list, so they are not registered twice; identity is what counts.
         self._rollout_excluded: List[nn.Module] = []
+        self._device_cache: Optional[torch.device] = None  # see ``device``
+        self._optimizer_entries_cache: Optional[list] = None  # see ``_all_optimizer_entries``
 
     # ------------------------------------------------------------------ specs
     @property
@@ -91,15 +93,15 @@ class Algorithm(nn.Module):
     @property
     def device(self) -> torch.device:
         """Device of the parameters (CPU for a parameter-free algorithm)."""
-        device = self.__dict__.get("_device_cache")
+        device = self._device_cache
         if device is None:  # walking the module tree costs ~30 us: cache until .to()/.cuda()
             p = next(self.parameters(), None)
             device = p.device if p is not None else torch.device("cpu")
-            self.__dict__["_device_cache"] = device
+            self._device_cache = device
         return device
 
     def _apply(self, fn, recurse=True):
-        self.__dict__["_device_cache"] = None
+        self._device_cache = None
         return super()._apply(fn, recurse)
 
     def get_initial_train_state(self, batch_size: int) -> Any:
@@ -194,14 +196,14 @@ class Algorithm(nn.Module):
 
     def _all_optimizer_entries(self):
         # Cached: walking the module tree costs ~0.5 ms, and this runs every update.
-        entries = self.__dict__.get("_optimizer_entries_cache")
+        entries = self._optimizer_entries_cache
         if entries is None:
             self._ensure_optimizers()
             entries = []
             for child in self._child_algorithms():
                 entries.extend(child._optimizers)
             entries.extend(self._optimizers)
-            self.__dict__["_optimizer_entries_cache"] = entries
+            self._optimizer_entries_cache = entries
         return entries
 
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,

@@ -16,19 +16,16 @@ gradient step per iteration over the whole buffer
 the paper's learner; more passes make later steps slightly off-policy, which
 V-trace does not see (it was computed before the first step).
 """
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple
 
 import torch
 
 import alf
 from alf.algorithms.appo_algorithm import APPOAlgorithm
-from alf.config_ranges import Discount, NonNegative, Positive, UnitInterval
+from alf.config_ranges import NonNegative
 from alf.data_structures import LossInfo, StepType
-from alf.networks import ActorDistributionNetwork, ValueNetwork
-from alf.tensor_specs import TensorSpec
 from alf.utils.losses import element_wise_squared_loss, masked_mean, normalize_for_mean
-from alf.utils.optimizers import OptimizerFactory
-from alf.utils.run_context import RunContext
+from alf.utils.defaults import with_defaults
 
 
 class ImpalaLossInfo(NamedTuple):
@@ -95,24 +92,4 @@ class ImpalaAlgorithm(APPOAlgorithm):
 
     supports_async_unroll = True
 
-    def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
-                 actor_network_ctor: Callable = ActorDistributionNetwork,
-                 value_network_ctor: Callable = ValueNetwork,
-                 encoding_network_ctor: Optional[Callable] = None,
-                 gamma: Discount = 0.99, vtrace_lambda: UnitInterval = 1.0,
-                 clip_rho_threshold: Optional[Positive] = 1.0,
-                 clip_c_threshold: Optional[Positive] = 1.0,
-                 clip_pg_rho_threshold: Optional[Positive] = 1.0,
-                 loss_ctor: Callable = ImpalaLoss,
-                 context: Optional[RunContext] = None,
-                 optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
-                 name: str = "ImpalaAlgorithm"):
-        super().__init__(observation_spec, action_spec, reward_spec,
-                         actor_network_ctor=actor_network_ctor,
-                         value_network_ctor=value_network_ctor,
-                         encoding_network_ctor=encoding_network_ctor, gamma=gamma,
-                         vtrace_lambda=vtrace_lambda, clip_rho_threshold=clip_rho_threshold,
-                         clip_c_threshold=clip_c_threshold,
-                         clip_pg_rho_threshold=clip_pg_rho_threshold, loss_ctor=loss_ctor,
-                         context=context, optimizer=optimizer,
-                         debug_summaries=debug_summaries, name=name)
+    __init__ = with_defaults(APPOAlgorithm.__init__, loss_ctor=ImpalaLoss, name="ImpalaAlgorithm")

@@ -298,7 +298,9 @@ class _ParamHolder(nn.Module):
 
     def __init__(self, param: nn.Parameter):
         super().__init__()
-        self.__dict__["_param"] = param  # not registered: owned (and checkpointed) by the algorithm
+        # a tuple, so the parameter is not registered here too: the algorithm owns (and
+        # checkpoints) it
+        self._held = (param,)
 
     def parameters(self, recurse: bool = True):
-        yield self._param
+        yield self._held[0]
