@@ -1,6 +1,5 @@
-"""Training from a replay buffer: mini-batch iteration and one gradient step per batch.
-
-Kept out of ``rl_algorithm.py`` so the base class stays small (DESIGN lesson 1).
+"""Training on stored experience: mini-batch iteration (the Learner's) and one gradient
+step per batch (``RLAlgorithm.train_on_batch``'s default).
 
 Shapes: replay data is batch-major ``[B, L]``; ``train_step`` is called per
 time step on ``[B]``; ``calc_loss`` receives time-major ``[L, B]`` infos.
