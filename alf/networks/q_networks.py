@@ -59,6 +59,27 @@ class QNetwork(Network):
       stream ending in 1 unit and an advantage stream ending in
       ``num_actions`` units; ``q = V + A - mean(A)``. Both streams of all
       critics run as one ensemble of ``2K`` MLPs.
+
+    Args:
+        input_spec: nest of ``TensorSpec`` of one observation.
+        action_spec: scalar discrete ``BoundedTensorSpec`` (gymnasium Discrete);
+            ``minimum`` may be non-zero.
+        fc_layer_params: hidden fully connected layer sizes (per stream when dueling).
+        activation: activation of the conv and hidden fc layers.
+        conv_layer_params: ``(channels, kernel, stride[, padding])`` per conv
+            layer, applied to the single ``[C, H, W]`` observation leaf.
+        encoding_network_ctor: ``ctor(input_spec=)`` -> a stateless encoder with
+            a ``[F]`` float output (e.g. ``NatureCnnEncoder``); one per critic.
+            The fc layers, Q head and dueling streams run on its features.
+            Excludes ``conv_layer_params``. The encoder keeps its own init.
+        dueling: use separate value and advantage streams, ``q = V + A - mean(A)``.
+        num_critics: number of independent Q networks ``K`` (2 for discrete SAC).
+        use_orthogonal_init: orthogonal init (gain sqrt(2), zero bias) of the
+            conv layers and, for a single non-dueling critic, of its fc layers
+            (output gain 1); else torch's default init. Ensemble / dueling fc
+            layers always use torch's default init.
+        preprocess_images: scale ``uint8`` observations by 1/255.
+        name: name of the network.
     """
 
     def __init__(self,
@@ -73,28 +94,6 @@ class QNetwork(Network):
                  use_orthogonal_init: bool = False,
                  preprocess_images: bool = True,
                  name: str = "QNetwork"):
-        """
-        Args:
-            input_spec: nest of ``TensorSpec`` of one observation.
-            action_spec: scalar discrete ``BoundedTensorSpec`` (gymnasium Discrete);
-                ``minimum`` may be non-zero.
-            fc_layer_params: hidden fully connected layer sizes (per stream when dueling).
-            activation: activation of the conv and hidden fc layers.
-            conv_layer_params: ``(channels, kernel, stride[, padding])`` per conv
-                layer, applied to the single ``[C, H, W]`` observation leaf.
-            encoding_network_ctor: ``ctor(input_spec=)`` -> a stateless encoder with
-                a ``[F]`` float output (e.g. ``NatureCnnEncoder``); one per critic.
-                The fc layers, Q head and dueling streams run on its features.
-                Excludes ``conv_layer_params``. The encoder keeps its own init.
-            dueling: use separate value and advantage streams, ``q = V + A - mean(A)``.
-            num_critics: number of independent Q networks ``K`` (2 for discrete SAC).
-            use_orthogonal_init: orthogonal init (gain sqrt(2), zero bias) of the
-                conv layers and, for a single non-dueling critic, of its fc layers
-                (output gain 1); else torch's default init. Ensemble / dueling fc
-                layers always use torch's default init.
-            preprocess_images: scale ``uint8`` observations by 1/255.
-            name: name of the network.
-        """
         _check_discrete_action_spec(name, action_spec)
         if int(num_critics) < 1:
             raise ValueError(f"{name}: num_critics must be >= 1, got {num_critics}")
