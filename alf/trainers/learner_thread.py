@@ -164,7 +164,10 @@ class ThreadedRunner:
                 if self._error is None:
                     self.drain()
             finally:
-                self._queue.put(_STOP)
+                try:  # the thread may be failing right now, with the queue full
+                    self._queue.put(_STOP, timeout=1.0)
+                except queue.Full:
+                    pass
                 self._thread.join(timeout=max(1.0, self._timeout_s))
         self._context.weights_lock = contextlib.nullcontext()
         self._learner.buffer_lock = contextlib.nullcontext()
