@@ -37,6 +37,7 @@ collected: envs hung) is one :class:`LearnerStalledError` naming the wait.
 """
 import contextlib
 import queue
+import sys
 import threading
 import time
 from typing import Any, List, Optional
@@ -169,6 +170,10 @@ class ThreadedRunner:
                 except queue.Full:
                     pass
                 self._thread.join(timeout=max(1.0, self._timeout_s))
+                if self._thread.is_alive():  # a daemon: it ends with the process
+                    print(f"[alf] warning: the learner thread did not stop within "
+                          f"{self._timeout_s:.0f} s (TrainerConfig.learner_queue_timeout_s); "
+                          "leaving it", file=sys.stderr, flush=True)
         self._context.weights_lock = contextlib.nullcontext()
         self._learner.buffer_lock = contextlib.nullcontext()
         self._learner.threaded = False
