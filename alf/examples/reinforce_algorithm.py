@@ -6,6 +6,7 @@ shows everything a new algorithm needs and nothing more:
 - subclass :class:`~alf.algorithms.rl_algorithm.RLAlgorithm` and decorate it
   with ``@alf.configurable`` so gin files can name it (``@ReinforceAlgorithm``);
 - declare the training regime (``on_policy = True``) and the state specs;
+- refuse training settings it cannot work with in ``check_training_config``;
 - ``rollout_step`` acts and records what the loss needs in ``AlgStep.info``;
 - ``calc_loss`` turns the time-major ``[T, B]`` infos of one unroll into a
   per-sample loss; the base class does backward, clipping and the optimizer step;
@@ -67,9 +68,10 @@ class ReinforceLossInfo(NamedTuple):
 class ReinforceAlgorithm(RLAlgorithm):
     """Monte-Carlo policy gradient (REINFORCE) with a per-batch standardised return.
 
-    On-policy: every training iteration unrolls ``TrainerConfig.unroll_length``
-    steps of each env *with gradients*, calls :meth:`calc_loss` once on the
-    ``[T, B]`` infos and takes one optimizer step (``RLAlgorithm.train_from_unroll``).
+    On-policy: every training iteration (``Learner.train_iter``) unrolls
+    ``TrainerConfig.unroll_length`` steps of each env *with gradients*, calls
+    :meth:`calc_loss` once on the ``[T, B]`` infos and takes one optimizer step
+    (``RLAlgorithm.train_from_unroll``).
 
     Args:
         observation_spec, action_spec, reward_spec: the (transformed) env specs;
@@ -85,12 +87,12 @@ class ReinforceAlgorithm(RLAlgorithm):
             an episode cut by the end of the unroll is treated as if it ended
             there (its tail returns are too small). Make ``unroll_length``
             comfortably longer than typical episodes either way.
-        env, config, context: given by the Trainer (see ``RLAlgorithm``).
+        context: given by the Trainer (counters, summaries; see ``RLAlgorithm``).
         optimizer: an optimizer factory, e.g. ``@alf.optimizers.Adam()`` in gin.
         debug_summaries, name: see ``Algorithm``.
     """
 
-    # The training regime is a property of the algorithm (DESIGN lesson 3): the
+    # The training regime is declared by the algorithm, not chosen in the config: the
     # policy-gradient estimate is only valid for data from the current policy.
     on_policy = True
 
@@ -98,33 +100,33 @@ class ReinforceAlgorithm(RLAlgorithm):
                  reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,
                  gamma: float = 0.99, normalize_returns: bool = True,
-                 mask_incomplete_episodes: bool = True,
-                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
+                 mask_incomplete_episodes: bool = True, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
                  name: str = "ReinforceAlgorithm"):
         if tuple(getattr(reward_spec, "shape", ())) != ():
             raise IncompatibleSpecError(f"ReinforceAlgorithm needs scalar rewards, got reward "
                                         f"spec {reward_spec}")
-        # Incompatible training settings fail here, naming the field (DESIGN lesson 3).
-        if config is not None and config.initial_collect_steps > 0:
-            # Random initial actions would be credited to the policy's log-probabilities.
-            raise ConfigError("ReinforceAlgorithm is on-policy: TrainerConfig.initial_collect_steps "
-                              f"must be 0, got {config.initial_collect_steps}")
-        if config is not None and config.unroll_length < 2:
-            raise ConfigError("ReinforceAlgorithm needs TrainerConfig.unroll_length >= 2 (a return "
-                              f"needs the rewards after a step), got {config.unroll_length}")
         actor_network = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         # The state threaded through rollout/predict/train steps is just the actor's
         # (``()`` for an MLP, LSTM (h, c) pairs for ActorDistributionRNNNetwork). The
         # unroller builds the initial state from this spec and resets it at FIRST steps.
-        super().__init__(observation_spec, action_spec, reward_spec, env=env, config=config,
-                         context=context, optimizer=optimizer,
-                         train_state_spec=actor_network.state_spec,
+        super().__init__(observation_spec, action_spec, reward_spec, context=context,
+                         optimizer=optimizer, train_state_spec=actor_network.state_spec,
                          debug_summaries=debug_summaries, name=name)
         self._actor_network = actor_network
         self._gamma = gamma
         self._normalize_returns = normalize_returns
         self._mask_incomplete_episodes = mask_incomplete_episodes
+
+    def check_training_config(self, config: Any) -> None:
+        """Refuse training settings that cannot work, naming the field (the Learner calls
+        this before the first step, so a bad config fails before anything is written)."""
+        # RLAlgorithm's check refuses initial_collect_steps > 0 for an on-policy algorithm:
+        # random initial actions would be credited to the policy's log-probabilities.
+        super().check_training_config(config)
+        if config.unroll_length < 2:
+            raise ConfigError("ReinforceAlgorithm needs TrainerConfig.unroll_length >= 2 (a return "
+                              f"needs the rewards after a step), got {config.unroll_length}")
 
     # --------------------------------------------------------------- acting
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
