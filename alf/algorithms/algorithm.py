@@ -207,13 +207,16 @@ class Algorithm(nn.Module):
         return entries
 
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,
-                             weight: float = 1.0) -> LossInfo:
+                             weight: float = 1.0, count_update: bool = True) -> LossInfo:
         """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step.
 
         Args:
             loss_info: ``loss`` is a per-sample tensor (any shape) or a scalar.
             valid_masks: same shape as ``loss``; 0 marks samples to ignore.
             weight: multiplies the loss (e.g. for hybrid offline/online mixing).
+            count_update: add 1 to ``context.num_updates`` (the clock of target updates,
+                schedules and summaries); False for an auxiliary step that is not an
+                update of the policy (e.g. a learned model's, alf/examples/dyna_dqn.py).
         Returns:
             ``loss_info`` with ``loss`` replaced by the scalar that was minimised.
         """
@@ -245,7 +248,8 @@ class Algorithm(nn.Module):
                 if factory.gradient_clipping is not None:
                     clip_grad_norm_(params, factory.gradient_clipping)
                 opt.step()
-        self._context.num_updates += 1
+        if count_update:
+            self._context.num_updates += 1
         self._context.tick_cpu_governor()
         return loss_info._replace(loss=loss.detach())
 

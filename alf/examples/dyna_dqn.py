@@ -160,12 +160,10 @@ class DynaDqnAlgorithm(DqnAlgorithm):
         self.exclude_from_rollout(self.model)  # acting never reads it
 
     def check_training_config(self, config: Any) -> None:
-        """The Dyna steps run in :class:`DynaLearner`'s ``train_iter``: refuse the settings
-        that train without calling it, or without an online replay buffer."""
+        """The model learns from the online replay buffer: refuse pure offline data (the
+        learner thread, which would bypass DynaLearner.train_iter, is refused by the Trainer
+        for every Learner with its own train_iter)."""
         super().check_training_config(config)
-        if config.learner_thread:
-            raise ConfigError(f"{type(self).__name__} trains in DynaLearner.train_iter, which "
-                              "TrainerConfig.learner_thread=True does not call: set it False")
         if config.offline_buffer_dir:
             raise ConfigError(f"{type(self).__name__} learns its model online: "
                               "TrainerConfig.offline_buffer_dir is not supported")
@@ -189,9 +187,9 @@ class DynaDqnAlgorithm(DqnAlgorithm):
         loss, terms = self.model_loss(real)
         valid = real.valid
         means = [(x.detach() * valid).sum() / valid.sum().clamp(min=1) for x in (loss,) + terms]
+        # not a Q update: the target network's clock (context.num_updates) does not move
         loss_info = self.update_with_gradient(LossInfo(loss=loss, extra=DynaModelLoss(*means)),
-                                              valid_masks=valid)
-        self.context.num_updates -= 1  # a model step is not a Q update (the target's clock)
+                                              valid_masks=valid, count_update=False)
         self.model.num_updates += 1
         return loss_info
 

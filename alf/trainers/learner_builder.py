@@ -21,6 +21,7 @@ from alf.errors import ConfigError
 from alf.experiment import EnvSpecs, build_algorithm
 from alf.trainers import data_parallel_trainer as dp
 from alf.trainers.learner import Learner
+from alf.trainers.learner_thread import check_threadable
 from alf.trainers.training_settings import TrainingSettings
 from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
 from alf.unrollers.sync_unroller import SyncUnroller
@@ -93,9 +94,13 @@ def _learner(algorithm: Any, settings: TrainingSettings, context: RunContext, un
         raise ConfigError(f"{type(algorithm).__name__}.learner_class must be a subclass of "
                           f"alf.trainers.learner.Learner, got {cls!r}")
     if specs is None:
-        return cls(algorithm, settings, context, unroller)
-    return cls(algorithm, settings, context, unroller, time_step_spec=specs.time_step_spec,
-               env_name=specs.env_name)
+        learner = cls(algorithm, settings, context, unroller)
+    else:
+        learner = cls(algorithm, settings, context, unroller,
+                      time_step_spec=specs.time_step_spec, env_name=specs.env_name)
+    if settings.learner_thread:
+        check_threadable(learner)
+    return learner
 
 
 def eval_env_kwargs(offline_specs: Optional[EnvSpecs]) -> dict:

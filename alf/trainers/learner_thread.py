@@ -43,6 +43,7 @@ import time
 from typing import Any, List, Optional
 
 from alf.errors import ConfigError, UserError
+from alf.trainers.learner import Learner
 
 
 class LearnerStalledError(UserError):
@@ -81,13 +82,7 @@ class ThreadedRunner:
     """
 
     def __init__(self, learner: Any, queue_size: int, timeout_s: float):
-        alg = learner.algorithm
-        if alg.on_policy:
-            raise ConfigError(
-                f"TrainerConfig.learner_thread=True: {type(alg).__name__} is on-policy and "
-                "trains through its rollout's autograd graph, which a second thread would "
-                "change under it; use it with algorithms that train on stored experience "
-                "(PPO, APPO, IMPALA, SAC, DQN, ...)")
+        check_threadable(learner)
         self._learner = learner
         self._timeout_s = float(timeout_s)
         self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, int(queue_size)))
@@ -206,6 +201,24 @@ class ThreadedRunner:
                 return
             self._queue.task_done()
             waited_since = time.monotonic()
+
+
+def check_threadable(learner: Any) -> None:
+    """Refuse ``TrainerConfig.learner_thread`` for a Learner it cannot split (one
+    :class:`ConfigError`; the Trainer checks at build time, before writing anything)."""
+    alg = learner.algorithm
+    if alg.on_policy:
+        raise ConfigError(
+            f"TrainerConfig.learner_thread=True: {type(alg).__name__} is on-policy and "
+            "trains through its rollout's autograd graph, which a second thread would "
+            "change under it; use it with algorithms that train on stored experience "
+            "(PPO, APPO, IMPALA, SAC, DQN, ...)")
+    if type(learner).train_iter is not Learner.train_iter:
+        raise ConfigError(
+            f"TrainerConfig.learner_thread=True: {type(alg).__name__} trains with its own "
+            f"{type(learner).__name__}.train_iter, which the learner thread would bypass "
+            "(it splits the standard iteration into collecting and training); set "
+            "learner_thread=False")
 
 
 def make_iteration_runner(learner: Any, threaded: bool) -> Any:

@@ -59,6 +59,7 @@ TINY: Dict[str, List[str]] = {
                                   "TrainerConfig.initial_collect_steps=16",
                                   "TrainerConfig.mini_batch_size=8"],
     "dqn_cart_pole.gin": ["TrainerConfig.initial_collect_steps=64"],
+    "dyna_dqn_cart_pole.gin": ["TrainerConfig.initial_collect_steps=16"],
     "ppo_halfcheetah.gin": _TWO_ENVS + ["TrainerConfig.unroll_length=32"],
     "sac_pendulum.gin": ["TrainerConfig.replay_buffer_length=1000"],
     "hybrid_sac_pendulum.gin": ["TrainerConfig.replay_buffer_length=1000"],
