@@ -19,11 +19,20 @@ import numpy as np
 import torch
 
 from alf import nest as alf_nest
+from alf.algorithms.data_transformers import create_data_transformer
 from alf.data_structures import StepType
-from alf.datasets.export import (describe_transformers, env_specs, parse_run_config)
+from alf.dataset_tools.export import describe_transformers, env_specs, parse_run_config
 from alf.datasets.format import DatasetInfo, DatasetSteps, DatasetWriter, check_output_path
+from alf.environments import create_environment
 from alf.errors import CheckpointError, ConfigError
+from alf.experiment import EnvSpecs, build_algorithm
 from alf.tensor_specs import BoundedTensorSpec
+from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.experiment_signature import load_algorithm_state
+from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.process_signals import sigint_ignored_in_children
+from alf.utils.run_context import RunContext
+from alf.utils.tensor_utils import reset_state_if_necessary
 
 POLICIES = ("greedy", "sample", "random")
 #: steps per env buffered before they are written
@@ -58,11 +67,6 @@ def check_collect_args(collect_steps: int, policy: str, epsilon: float, noise_st
 def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int] = None):
     """The run's algorithm (player role) with its newest checkpoint (or the one of
     ``iteration``) loaded."""
-    import torch as _torch
-    from alf.experiment import build_algorithm
-    from alf.trainers.checkpointer import Checkpointer
-    from alf.trainers.experiment_signature import load_algorithm_state
-    from alf.utils.run_context import RunContext
     algorithm = build_algorithm(config, specs, "player", RunContext())
     ckpt_dir = os.path.join(root_dir, "train")
     checkpointer = Checkpointer(ckpt_dir)
@@ -74,8 +78,8 @@ def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int
             have = ", ".join(f"{i:,}" for i in sorted(paths)) or "none"
             raise CheckpointError(f"--checkpoint={iteration}: {ckpt_dir} has no checkpoint of "
                                   f"iteration {iteration:,} (it has: {have})")
-        found = (iteration, _torch.load(paths[iteration], map_location="cpu",
-                                        weights_only=True), None)
+        found = (iteration, torch.load(paths[iteration], map_location="cpu",
+                                       weights_only=True), None)
     if found is None:
         raise CheckpointError(f"no checkpoint in {ckpt_dir}: train first (python -m "
                               f"alf.bin.train --root_dir={root_dir} ...), or use "
@@ -104,7 +108,6 @@ class _Actor:
             self._tstate = transformer.get_initial_state(num_envs)
 
     def __call__(self, ts: Any) -> Any:
-        from alf.utils.tensor_utils import reset_state_if_necessary
         if self._alg is None:
             action = self._random()
         else:
@@ -190,12 +193,6 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
     random choice. ``checkpoint``: the iteration of the checkpoint to act with (default:
     the newest; e.g. an earlier one for a "medium" dataset). Progress goes to ``stream``.
     Returns the written manifest."""
-    from alf.algorithms.data_transformers import create_data_transformer
-    from alf.environments import create_environment
-    from alf.experiment import EnvSpecs
-    from alf.trainers.interrupt_guard import sigint_ignored_in_children
-    from alf.trainers.trainer_config import TrainerConfig
-
     check_collect_args(collect_steps, policy, epsilon, noise_std, num_envs, root_dir, conf)
     root_dir = parse_run_config(root_dir=root_dir, conf=conf, conf_params=conf_params)
     out = os.path.abspath(os.path.expanduser(out))
