@@ -30,9 +30,9 @@ from alf.tensor_specs import BoundedTensorSpec
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.experiment_signature import load_algorithm_state
 from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.act_step import ActStep
 from alf.utils.process_signals import sigint_ignored_in_children
 from alf.utils.run_context import RunContext
-from alf.utils.tensor_utils import reset_state_if_necessary
 
 POLICIES = ("greedy", "sample", "random")
 #: steps per env buffered before they are written
@@ -92,40 +92,47 @@ def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int
 
 
 class _Actor:
-    """Chooses the ``[K]`` actions for raw time steps: transformer (eval mode, its state
-    threaded) -> policy -> Gaussian noise on continuous leaves (clipped to the bounds) ->
-    with probability ``epsilon`` per env, a uniformly random action instead."""
+    """Chooses the ``[K]`` actions for raw time steps: one
+    :class:`~alf.utils.act_step.ActStep` (transformer in eval mode, its state threaded;
+    policy state reset at FIRST; ``predict_step`` or ``rollout_step``) whose action
+    override is :meth:`_explore`; or, without an algorithm, uniformly random actions."""
 
     def __init__(self, policy: str, algorithm: Any, transformer: Any, action_spec: Any,
                  num_envs: int, epsilon: float, noise_std: float, generator: torch.Generator):
-        self._policy, self._alg, self._tf = policy, algorithm, transformer
         self._spec, self._k = action_spec, num_envs
         self._eps, self._noise, self._gen = epsilon, noise_std, generator
+        self._act: Optional[ActStep] = None
         if algorithm is not None:
-            self._init_state = (algorithm.get_initial_predict_state(num_envs) if policy == "greedy"
-                                else algorithm.get_initial_rollout_state(num_envs))
-            self._state = self._init_state
+            greedy = policy == "greedy"
+            init_state = (algorithm.get_initial_predict_state(num_envs) if greedy
+                          else algorithm.get_initial_rollout_state(num_envs))
+            self._act = ActStep(transformer,
+                                algorithm.predict_step if greedy else algorithm.rollout_step,
+                                init_state)
+            self._state = init_state
             self._tstate = transformer.get_initial_state(num_envs)
 
     def __call__(self, ts: Any) -> Any:
-        if self._alg is None:
-            action = self._random()
-        else:
-            tts, self._tstate = self._tf.transform_timestep(ts, self._tstate)
-            state = reset_state_if_necessary(self._state, self._init_state, tts.is_first())
-            step = (self._alg.predict_step(tts, state) if self._policy == "greedy"
-                    else self._alg.rollout_step(tts, state))
-            self._state = step.state
-            action = alf_nest.map_structure(lambda a, s: a.detach().to(s.dtype), step.output,
-                                            self._spec)
-            if self._noise > 0:
-                action = alf_nest.map_structure(self._add_noise, action, self._spec)
-            if self._eps > 0:
-                explore = torch.rand(self._k, generator=self._gen) < self._eps
-                if bool(explore.any()):
-                    action = alf_nest.map_structure(
-                        lambda a, r: torch.where(explore.reshape((-1,) + (1,) * (a.ndim - 1)),
-                                                 r, a), action, self._random())
+        if self._act is None:
+            return self._random()
+        acted = self._act(ts, self._state, self._tstate, self._explore)
+        self._state, self._tstate = acted.alg_step.state, acted.transformer_state
+        return acted.action
+
+    def _explore(self, step: Any) -> Any:
+        """The action override: the policy's action detached and cast to the spec's dtypes
+        -> Gaussian noise on continuous leaves (clipped to the bounds) -> with probability
+        ``epsilon`` per env, a uniformly random action instead (all from the generator)."""
+        action = alf_nest.map_structure(lambda a, s: a.detach().to(s.dtype), step.output,
+                                        self._spec)
+        if self._noise > 0:
+            action = alf_nest.map_structure(self._add_noise, action, self._spec)
+        if self._eps > 0:
+            explore = torch.rand(self._k, generator=self._gen) < self._eps
+            if bool(explore.any()):
+                action = alf_nest.map_structure(
+                    lambda a, r: torch.where(explore.reshape((-1,) + (1,) * (a.ndim - 1)),
+                                             r, a), action, self._random())
         return action
 
     def _random(self) -> Any:
