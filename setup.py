@@ -27,7 +27,10 @@ setup(
         "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
                  "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4",
                  # Minari's DataCollector (tests record datasets with it) needs jax: [create]
-                 "minari[create,hdf5]>=0.5.4,<0.6"],
+                 "minari[create,hdf5]>=0.5.4,<0.6",
+                 # lint-imports checks the layers (.importlinter, docs/design/layers.md);
+                 # 2.7 is the first with the acyclic_siblings contract
+                 "import-linter>=2.7,<3"],
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],

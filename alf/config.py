@@ -9,6 +9,7 @@ text is saved so a run can be resumed or rebuilt in a subprocess.
 """
 import contextlib
 import difflib
+import inspect
 import logging
 import os
 import re
@@ -30,8 +31,6 @@ def configurable(fn_or_name=None, *, module: Optional[str] = None, allowlist=Non
     registered both bare (``PPOAlgorithm.x``) and module-qualified
     (``alf.algorithms.ppo_algorithm.PPOAlgorithm.x``).
     """
-    if callable(fn_or_name):
-        return gin.configurable(fn_or_name, module=module, allowlist=allowlist, denylist=denylist)
     return gin.configurable(fn_or_name, module=module, allowlist=allowlist, denylist=denylist)
 
 
@@ -205,7 +204,6 @@ def _example_files() -> List[str]:
 
 
 def _configurable_params(name: str) -> List[str]:
-    import inspect
     try:
         selector = gin.config._REGISTRY.get_match(name)  # pylint: disable=protected-access
     except Exception:  # noqa: BLE001 - best-effort hint only
@@ -297,7 +295,8 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
         config_text: gin text parsed after ``conf_file`` (e.g. a saved ``config.gin``).
         config_name: how messages name ``config_text`` (e.g. the saved file's path).
     """
-    import alf  # noqa: F401 - registers every configurable before parsing
+    # Every configurable is registered already: importing this module ran alf/__init__.py
+    # (alf._registry) first, as importing any alf module does.
     gin.clear_config()
     del _parsed_lines[:]
     search_dirs = [EXAMPLES_DIR, os.getcwd()]

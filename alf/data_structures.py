@@ -115,8 +115,3 @@ class LossInfo(NamedTuple):
     extra: Any = ()
     priority: Any = ()
 
-
-def make_experience(time_step: TimeStep, alg_step: AlgStep, state: Any) -> Experience:
-    """Experience for one step: ``time_step`` seen, ``alg_step.output`` taken, ``state`` before it."""
-    return Experience(time_step=time_step, action=alg_step.output,
-                      rollout_info=alg_step.info, state=state)

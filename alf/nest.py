@@ -10,6 +10,7 @@ microseconds regardless of how it is nested.
 from typing import Any, Callable, List, Optional, Sequence
 
 import optree
+import torch
 
 Nest = Any
 
@@ -80,7 +81,6 @@ def is_empty(nest: Nest) -> bool:
 
 def stack(nests: List[Nest], dim: int = 0) -> Nest:
     """Stack a list of same-structured tensor nests along a new ``dim``."""
-    import torch
     if not nests:
         raise ValueError("stack() needs at least one nest")
     # tree_map checks that every nest has the first one's structure (a plain zip of

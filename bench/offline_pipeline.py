@@ -80,7 +80,7 @@ def eval_policy(root_dir: str, episodes: int, seed: int = 12345, num_envs: int =
     """Average greedy return of a run's newest checkpoint over ``episodes`` episodes of a
     freshly seeded env: every policy is scored on the same episodes (initial states)."""
     import alf
-    from alf.datasets.collect import _load_policy
+    from alf.dataset_tools.collect import _load_policy
     from alf.environments import create_environment
     from alf.experiment import EnvSpecs
     from alf.trainers.evaluator import evaluate

@@ -16,18 +16,27 @@ Every command that runs through :func:`run_command` also gets (defined here, so
 - ``--list_examples``, ``--list_configurables``, ``--describe NAME``: what can be
   run and set, from :mod:`alf.config_help`.
 """
-import logging
 import os
 import re
+import signal
 import sys
+import threading
 from typing import Callable, List, Optional
 
 from absl import flags
 from absl import logging as absl_logging
 
+from alf import config as alf_config
+from alf import config_help
 from alf.bin.log_lines import AlfLogFormatter
 from alf.config import binding_location, describe_call_error
 from alf.errors import ConfigError, RunFailedError, UserError
+from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, Terminated,
+                                          TrainingInterrupted, exit_status, signal_label,
+                                          stop_signal)
+from alf.trainers.trainer import CONFIG_FILE
+from alf.utils.atomic_write import SPACE_ERRNOS, write_failed
+from alf.utils.process_signals import ignore_stop_signals
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -143,7 +152,6 @@ def _parse_config_for_describe() -> bool:
     """Parse the config the command line names, so ``--describe`` shows its values (and
     configurables that its ``import`` lines register): ``--conf``, else the saved
     ``config.gin`` of an existing ``--root_dir``, plus ``--conf_param``. False if none."""
-    from alf import config as alf_config
     f = flags.FLAGS
     conf = f["conf"].value if "conf" in f else None
     params = alf_config.iter_conf_params(f["conf_param"].value if "conf_param" in f else [])
@@ -152,7 +160,6 @@ def _parse_config_for_describe() -> bool:
         alf_config.parse_config(conf_file=conf, conf_params=params)
         return True
     if root_dir:
-        from alf.trainers.trainer import CONFIG_FILE
         saved = os.path.join(os.path.abspath(os.path.expanduser(root_dir)), CONFIG_FILE)
         if os.path.isfile(saved):
             with open(saved) as fh:
@@ -173,7 +180,6 @@ def discover(program: str, argv0: str = "") -> Optional[int]:
     f = flags.FLAGS
     if not (f.list_examples or f.list_configurables or f.describe):
         return None
-    from alf import config_help
     config_help.register_all()
     # the config first: its `import` lines register the user's own configurables
     parsed = bool(f.describe or f.list_configurables) and _parse_config_for_describe()
@@ -229,7 +235,6 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
         return _interrupted_status(e)
     except OSError as e:
         # a write that fails for want of space anywhere not handled where it happened
-        from alf.utils.atomic_write import SPACE_ERRNOS, write_failed
         if e.errno not in SPACE_ERRNOS or debug:
             raise
         print(f"{program}: error: {write_failed(e.filename or 'a file', e)}", file=sys.stderr)
@@ -243,7 +248,6 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
 
 
 def _interrupted_status(exc: KeyboardInterrupt) -> int:
-    from alf.trainers.interrupt_guard import exit_status
     return exit_status(exc)
 
 
@@ -266,33 +270,22 @@ def _run_unless_silent(main: Callable[[], Optional[int]], debug: bool) -> int:
 
 
 def _interrupts_raise() -> None:
-    import signal
-    import threading
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _raise_terminated(signum, frame) -> None:  # noqa: ARG001 - signal API
-    from alf.trainers.interrupt_guard import Terminated
     raise Terminated
 
 
 def _ignore_further_interrupts() -> None:
-    import signal
-    import threading
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ignore_stop_signals()
 
 
 def interrupted_message(exc: KeyboardInterrupt) -> str:
     """What a Ctrl-C (or SIGTERM) left behind: "state saved" only when a checkpoint was
     written; a stop nobody asked for (e.g. the launcher exited) says why."""
-    import signal
-
-    from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, TrainingInterrupted,
-                                              signal_label, stop_signal)
     signum, cause = stop_signal(exc), getattr(exc, "cause", None)
     verb = ("stopped" if cause else "interrupted" if signum == signal.SIGINT else
             f"stopped by {signal_label(signum)}")
@@ -334,11 +327,6 @@ def _with_binding_location(message: str) -> str:
         if where:
             return f"{message} (set in {where})"
     return message
-
-
-def silence_noisy_loggers() -> None:
-    for name in ("matplotlib", "PIL"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def run_command(main: Callable[[], Optional[int]], program: str,

@@ -21,9 +21,15 @@ transformer changed observations or rewards (normalisers, reward clipping) can o
 used in collect mode. Exit status: 0 done, 2 bad input (nothing written), 130 interrupted
 (nothing written).
 """
+import os
 import sys
 
 from absl import flags
+
+from alf.bin import cli
+from alf.dataset_tools.collect import _rows, collect_dataset
+from alf.dataset_tools.export import export_replay_buffer
+from alf.errors import ConfigError
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run (holds config.gin and train/).")
 flags.DEFINE_string("conf", None, "Gin file of the env to act in with --policy=random (instead "
@@ -57,7 +63,6 @@ _COLLECT_ONLY = ("policy", "epsilon", "noise_std", "num_envs", "seed", "conf", "
 
 
 def _main() -> int:
-    from alf.errors import ConfigError
     if not FLAGS.out:
         raise ConfigError("--out is required: the dataset directory to write")
     if FLAGS.collect_steps is None:
@@ -68,15 +73,12 @@ def _main() -> int:
                               "--collect_steps=N (env steps to record)")
         if not FLAGS.root_dir:
             raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
-        from alf.datasets.collect import _rows
-        from alf.datasets.export import export_replay_buffer
         info = export_replay_buffer(FLAGS.root_dir, FLAGS.out, FLAGS.conf_param,
                                     overwrite=FLAGS.overwrite)
         print(f"wrote {info_path(FLAGS.out)}: {info.num_steps:,} steps in {_rows(info.num_rows)} "
               f"(from {info.source.get('file')}), {info.num_episodes:,} complete episodes",
               flush=True)
         return 0
-    from alf.datasets.collect import collect_dataset
     collect_dataset(FLAGS.out, FLAGS.collect_steps, root_dir=FLAGS.root_dir, conf=FLAGS.conf,
                     conf_params=FLAGS.conf_param, policy=FLAGS.policy, epsilon=FLAGS.epsilon,
                     noise_std=FLAGS.noise_std, num_envs=FLAGS.num_envs, seed=FLAGS.seed,
@@ -87,12 +89,10 @@ def _main() -> int:
 
 
 def info_path(path: str) -> str:
-    import os
     return os.path.abspath(os.path.expanduser(path))
 
 
 def main(argv=None) -> int:
-    from alf.bin import cli
     return cli.run_command(_main, PROGRAM, argv)
 
 

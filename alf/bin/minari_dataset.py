@@ -17,6 +17,10 @@ from typing import List, Optional
 
 from absl import flags
 
+from alf.bin import cli
+from alf.datasets import minari_io
+from alf.errors import UserError
+
 PROGRAM = "alf.bin.minari_dataset"
 COMMANDS = ("import", "export")
 
@@ -33,7 +37,6 @@ FLAGS = flags.FLAGS
 
 
 def _require(*names: str) -> None:
-    from alf.errors import UserError
     missing = [f"--{n}" for n in names if not FLAGS[n].value]
     if missing:
         raise UserError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
@@ -41,7 +44,6 @@ def _require(*names: str) -> None:
 
 
 def _run(command: str) -> int:
-    from alf.datasets import minari_io
     if command == "import":
         _require("id", "out")
         info = minari_io.import_minari(FLAGS.id, FLAGS.out, minari_root=FLAGS.minari_root,
@@ -61,7 +63,6 @@ def _run(command: str) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from alf.bin import cli
     argv = list(sys.argv if argv is None else argv)
     command = argv[1] if len(argv) > 1 and not argv[1].startswith("-") else None
     if command is not None:

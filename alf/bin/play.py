@@ -31,7 +31,25 @@ import sys
 import time
 from typing import Optional
 
+import torch
 from absl import flags
+
+from alf import config as alf_config
+from alf.bin import cli
+from alf.bin.video_path import check_video_path
+from alf.environments import create_environment
+from alf.environments.atari import is_atari_spec
+from alf.environments.env_ids import find_env_spec
+from alf.errors import CheckpointError, ConfigError, UserError
+from alf.experiment import EnvSpecs, build_algorithm
+from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.evaluator import evaluate
+from alf.trainers.experiment_signature import load_algorithm_state
+from alf.trainers.interrupt_guard import stop_words
+from alf.trainers.trainer import CONFIG_FILE
+from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.process_signals import STOP_SIGNALS, restore_handlers, stop_signals_ignored
+from alf.utils.run_context import RunContext
 
 ATARI_EPSILON = 0.05
 DEFAULT_MAX_EPISODE_STEPS = 27_000
@@ -60,8 +78,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _open_video_writer(path: str, fps: int):
-    from alf.errors import UserError
-    try:
+    try:  # deferred: imageio and imageio-ffmpeg are optional (the [video] extra)
         import imageio.v2 as imageio
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
@@ -84,7 +101,6 @@ def _headless_rendering() -> None:
 
 
 def _check_flags() -> None:
-    from alf.errors import ConfigError
     if not FLAGS.root_dir:
         raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
     if FLAGS.num_episodes < 1:
@@ -92,7 +108,6 @@ def _check_flags() -> None:
     if FLAGS.epsilon_greedy is not None and not 0.0 <= FLAGS.epsilon_greedy <= 1.0:
         raise ConfigError(f"--epsilon_greedy must be in [0, 1], got {FLAGS.epsilon_greedy}")
     if FLAGS.record_video is not None:  # before anything is played or written
-        from alf.bin.video_path import check_video_path
         check_video_path(FLAGS.record_video)
     if FLAGS.fps < 1:
         raise ConfigError(f"--fps must be >= 1, got {FLAGS.fps}")
@@ -103,24 +118,10 @@ def _check_flags() -> None:
 
 def _default_epsilon(env_name: str) -> float:
     """``ATARI_EPSILON`` for Atari (ale-py) games, 0 for everything else."""
-    from alf.environments.atari import is_atari_spec
-    from alf.environments.env_ids import find_env_spec
     return ATARI_EPSILON if is_atari_spec(find_env_spec(env_name)) else 0.0
 
 
 def _main() -> int:
-    import torch
-
-    from alf import config as alf_config
-    from alf.experiment import EnvSpecs, build_algorithm
-    from alf.environments import create_environment
-    from alf.errors import CheckpointError, ConfigError
-    from alf.trainers.checkpointer import Checkpointer
-    from alf.trainers.experiment_signature import load_algorithm_state
-    from alf.trainers.trainer import CONFIG_FILE
-    from alf.trainers.trainer_config import TrainerConfig
-    from alf.utils.run_context import RunContext
-
     _check_flags()
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
     saved = os.path.join(root_dir, CONFIG_FILE)
@@ -174,8 +175,6 @@ def _main() -> int:
 def _play(algorithm, env, transformer, epsilon: float) -> int:
     """Play ``--num_episodes`` episodes, printing one line each; 130 on Ctrl-C, 143 on
     SIGTERM."""
-    from alf.trainers.evaluator import evaluate
-
     stop = _StopOnInterrupt()
     returns = []
     with stop:
@@ -202,7 +201,7 @@ def _play(algorithm, env, transformer, epsilon: float) -> int:
 def _finish_video(writer, frames: int) -> None:
     """Close the writer (ffmpeg writes the mp4 index on close) with Ctrl-C and SIGTERM
     deferred."""
-    with _StopSignalsIgnored():
+    with stop_signals_ignored():
         writer.close()
     print(f"wrote {FLAGS.record_video} ({frames} frames)", file=sys.stderr)
 
@@ -241,11 +240,11 @@ class _StopOnInterrupt:
         self._previous = {}
 
     def __enter__(self) -> "_StopOnInterrupt":
-        self._previous = {s: signal.signal(s, self._handle) for s in _STOP_SIGNALS}
+        self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        _restore(self._previous)
+        restore_handlers(self._previous)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
@@ -254,25 +253,7 @@ class _StopOnInterrupt:
 
     def words(self) -> str:
         """"interrupted" (Ctrl-C) or "stopped by SIGTERM"."""
-        from alf.trainers.interrupt_guard import stop_words
         return stop_words((self.signum, None))
-
-
-class _StopSignalsIgnored:
-    def __enter__(self) -> None:
-        self._previous = {s: signal.signal(s, signal.SIG_IGN) for s in _STOP_SIGNALS}
-
-    def __exit__(self, *exc) -> None:
-        _restore(self._previous)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _restore(previous: dict) -> None:
-    for s, handler in previous.items():
-        signal.signal(s, handler if handler is not None else
-                      signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
 
 
 class _RecordingEnv:
@@ -307,7 +288,6 @@ class _RecordingEnv:
 
 
 def main(argv: Optional[list] = None) -> int:
-    from alf.bin import cli
     return cli.run_command(_main, PROGRAM, argv)
 
 

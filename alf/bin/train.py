@@ -15,9 +15,21 @@ Exit status: 0 done, 1 failed (e.g. a full disk: one line naming the file), 2 ba
 stop``, Slurm, Kubernetes); both save a checkpoint at the iteration boundary first.
 """
 import os
+import random
 import sys
 
+import gin
 from absl import flags
+
+from alf import config as alf_config
+from alf.bin import cli
+from alf.bin.video_path import nearest_existing_ancestor
+from alf.distributed.rank_group import RankGroup
+from alf.errors import ConfigError, UserError
+from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.interrupt_guard import InterruptedBeforeTraining, stop_signal
+from alf.trainers.trainer import CONFIG_FILE, Trainer
+from alf.trainers.trainer_config import TrainerConfig
 
 flags.DEFINE_string("conf", None, "Gin experiment file (bare names are looked up in alf/examples).")
 flags.DEFINE_string("root_dir", None, "Directory for checkpoints, summaries and config.gin.")
@@ -32,8 +44,6 @@ PROGRAM = "alf.bin.train"
 
 
 def _main() -> int:
-    from alf.distributed.rank_group import RankGroup
-    from alf.trainers.interrupt_guard import InterruptedBeforeTraining, stop_signal
     group = RankGroup.from_environment()  # torchrun: join the other ranks first
     completed = False
     try:
@@ -59,10 +69,6 @@ def _build_trainer(group=None):
     Under torchrun rank 0 alone reads ``root_dir`` and the ``--conf`` file and hands
     the resulting config text to the other ranks (so they never race rank 0 writing
     ``config.gin``, and hosts without rank 0's disk need neither)."""
-    from alf import config as alf_config
-    from alf.trainers.trainer import Trainer
-    from alf.trainers.trainer_config import TrainerConfig
-
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir or "."))
     if group is None:
         text, overrides = _read_config()
@@ -78,12 +84,6 @@ def _read_config():
     """``(config text, overrides)``: ``--conf`` (new run) or ``root_dir``'s saved
     ``config.gin`` (resume), ``--conf_param`` applied; the seed is resolved and the
     config checked (``TrainerConfig()``)."""
-    from alf import config as alf_config
-    from alf.errors import ConfigError, UserError
-    from alf.trainers.checkpointer import Checkpointer
-    from alf.trainers.trainer import CONFIG_FILE
-    from alf.trainers.trainer_config import TrainerConfig
-
     if not FLAGS.root_dir:
         raise ConfigError("--root_dir is required (where checkpoints and summaries go)")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
@@ -118,8 +118,6 @@ def _read_config():
 
 def _check_root_dir_creatable(root_dir: str) -> None:
     """One line now, instead of a traceback from ``os.makedirs`` after the build."""
-    from alf.bin.video_path import nearest_existing_ancestor
-    from alf.errors import UserError
     ancestor = nearest_existing_ancestor(root_dir)
     if not os.path.isdir(ancestor):
         raise UserError(f"--root_dir {root_dir} cannot be created: {ancestor} is a file, not a "
@@ -131,9 +129,6 @@ def _check_root_dir_creatable(root_dir: str) -> None:
 def _resolve_random_seed() -> None:
     """Bind a drawn ``TrainerConfig.random_seed`` when it is None, before the config text is
     captured, so the saved config (and anything rebuilt from it) has the seed the run used."""
-    import random
-
-    import gin
     try:
         seed = gin.query_parameter("TrainerConfig.random_seed")
     except ValueError:  # not bound: TrainerConfig's default, None
@@ -146,7 +141,6 @@ def _resolve_random_seed() -> None:
 
 
 def main(argv=None) -> int:
-    from alf.bin import cli
     return cli.run_command(_main, PROGRAM, argv)
 
 

@@ -10,6 +10,8 @@ import os
 import re
 from typing import List, Optional
 
+import gymnasium
+
 from alf.config import EXAMPLES_DIR
 from alf.example_catalog import env_name_of, example_texts
 
@@ -33,7 +35,6 @@ def env_extra(env_name: str) -> Optional[str]:
     """The ``pip install -e ".[extra]"`` an env id needs (``atari``, ``mujoco``), or None."""
     if env_name.startswith("ALE/"):
         return "atari"
-    import gymnasium
     spec = gymnasium.envs.registry.get(env_name)
     entry = str(getattr(spec, "entry_point", "") or "")
     return "mujoco" if "mujoco" in entry else None

@@ -10,6 +10,8 @@ from typing import Any, List
 
 import gin
 
+from alf import examples
+
 
 @dataclasses.dataclass
 class Configurable:
@@ -22,9 +24,8 @@ class Configurable:
 
 
 def register_all() -> None:
-    """Import alf (every library configurable) and the example algorithms in alf/examples."""
-    import alf  # noqa: F401
-    import alf.examples as examples
+    """Import the example algorithms in alf/examples (``import alf``, done before any alf
+    module runs, registered every library configurable)."""
     for info in pkgutil.iter_modules(examples.__path__):
         try:
             importlib.import_module(f"alf.examples.{info.name}")

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -95,8 +96,7 @@ def field_paths(spec: DatasetSteps) -> List[str]:
 
 def _alf_version() -> str:
     try:
-        from importlib.metadata import version
-        return version("alf")
+        return metadata.version("alf")
     except Exception:  # not installed as a distribution (source checkout)
         return "unknown"
 

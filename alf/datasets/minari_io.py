@@ -50,11 +50,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Optional, Tuple
 
+import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 
 from alf.data_structures import StepType
 from alf.datasets.format import DatasetInfo, DatasetSteps, DatasetWriter, open_dataset
 from alf.datasets.spec_json import dtype_name
+from alf.environments.spec_utils import action_spec_from_space, observation_spec_from_space
 from alf.errors import UserError
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 
@@ -88,13 +92,13 @@ class MinariExport:
 
 def _minari():
     """The ``minari`` module, or a one-line UserError saying how to install it."""
-    try:
+    try:  # deferred: minari and h5py are optional (the [offline] extra) and heavy
         import h5py  # noqa: F401  (Minari's default storage; imported lazily by minari)
         import minari
     except ImportError as e:
         raise UserError(f"Minari datasets need the '{e.name}' package, which is not installed: "
                         f"{INSTALL_HINT}") from None
-    from packaging.version import Version
+    from packaging.version import Version  # deferred: packaging comes with minari (optional)
     if Version(minari.__version__) < Version(MIN_VERSION):  # jpeg_encoding=False is 0.5.4's
         raise UserError(f"Minari {minari.__version__} is installed; alf needs Minari >= "
                         f"{MIN_VERSION} (raw, lossless image storage): {INSTALL_HINT}")
@@ -180,7 +184,6 @@ _SUPPORTED = "Box, Discrete, MultiDiscrete, MultiBinary and Dict nests of those"
 
 
 def _check_space(space: Any, what: str, dataset: str, path: str = "") -> None:
-    from gymnasium import spaces
     if isinstance(space, spaces.Dict):
         for key, sub in space.spaces.items():
             _check_space(sub, what, dataset, f"{path}.{key}" if path else str(key))
@@ -200,7 +203,6 @@ def _space_from_spec(spec: Any, what: str, path: str = "") -> Any:
     """A gymnasium space whose alf spec (:mod:`alf.environments.spec_utils`) is ``spec``:
     bounded int64 -> Discrete / MultiDiscrete, everything else -> Box (unbounded floats get
     infinite bounds, unbounded ints their dtype's range)."""
-    from gymnasium import spaces
     if isinstance(spec, dict):
         return spaces.Dict({k: _space_from_spec(v, what, f"{path}.{k}" if path else str(k))
                             for k, v in spec.items()})
@@ -232,7 +234,7 @@ def _source_space(info: DatasetInfo, key: str, spec: Any, spec_fn) -> Optional[A
     if not isinstance(text, str):
         return None
     try:
-        from minari.serialization import deserialize_space
+        from minari.serialization import deserialize_space  # deferred: minari is optional/heavy
         space = deserialize_space(text)
         return space if spec_fn(space) == spec else None
     except Exception:  # an unreadable note in the manifest: fall back to the spec
@@ -250,7 +252,6 @@ def _episode_leaves(value: Any, space: Any, spec: Any, length: int, what: str,
                     where: str) -> Any:
     """Minari's arrays of one episode field as an alf nest of ``[length, ...]`` arrays in the
     spec's dtypes (dict spaces by key)."""
-    from gymnasium import spaces
     if isinstance(space, spaces.Dict):
         if not isinstance(value, dict) or set(value) != set(space.spaces):
             got = sorted(value) if isinstance(value, dict) else type(value).__name__
@@ -296,10 +297,9 @@ def import_minari(dataset_id_or_path: str, out: str, *, minari_root: Optional[st
         "action_space", "env_spec", ...}`` (Minari's own serialisations).
     """
     _minari()
+    # deferred: minari is optional/heavy (_minari() above says how to install it)
     from minari.dataset.minari_dataset import MinariDataset
     from minari.serialization import serialize_space
-
-    from alf.environments.spec_utils import action_spec_from_space, observation_spec_from_space
 
     data_path = _find_minari_data(dataset_id_or_path, minari_root)
     try:
@@ -416,8 +416,6 @@ def _export_env_spec(info: DatasetInfo) -> Optional[str]:
             pass
     if not info.env_name:
         return None
-    import gymnasium as gym
-    from gymnasium.envs.registration import EnvSpec
     try:
         return gym.spec(info.env_name).to_json()
     except Exception:  # not registered here (e.g. needs an extra) or not serialisable
@@ -429,7 +427,6 @@ def _export_env_spec(info: DatasetInfo) -> Optional[str]:
 
 
 def _cast_to_space(value: Any, space: Any) -> Any:
-    from gymnasium import spaces
     if isinstance(space, spaces.Dict):
         return {k: _cast_to_space(value[k], s) for k, s in space.spaces.items()}
     array = np.asarray(value)
@@ -440,7 +437,7 @@ def _episode_buffers(dataset, episodes: np.ndarray, obs_space: Any, act_space: A
                      reward_dtype: np.dtype) -> Iterator[list]:
     """Chunks of Minari ``EpisodeBuffer``s (array views of the memory-mapped dataset) for
     the complete episodes ``[E, 4]``, in order."""
-    from minari.data_collector import EpisodeBuffer
+    from minari.data_collector import EpisodeBuffer  # deferred: minari is optional/heavy
     steps = dataset.steps
     np_steps = _map_steps(lambda t: t.numpy(), steps)
     chunk, chunk_steps = [], 0
@@ -484,8 +481,6 @@ def export_minari(alf_dataset_path: str, dataset_id: str, *,
             ``~/.minari/datasets``.
     """
     minari = _minari()
-    from alf.environments.spec_utils import action_spec_from_space, observation_spec_from_space
-
     _check_minari_id(dataset_id)
     dataset = open_dataset(alf_dataset_path)
     info = dataset.info

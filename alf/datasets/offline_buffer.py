@@ -24,8 +24,10 @@ from alf.data_structures import Experience, TimeStep
 from alf.datasets.check_values import check_dataset_values
 from alf.datasets.format import Dataset, DatasetSteps, open_dataset
 from alf.datasets.spec_json import dtype_name
+from alf.environments.env_specs import EnvSpecs
 from alf.errors import UserError
 from alf.replay_buffers.replay_buffer import ReplayBuffer
+from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 
 def dataset_paths(offline_buffer_dir: Union[str, Sequence[str]]) -> List[str]:
@@ -35,11 +37,9 @@ def dataset_paths(offline_buffer_dir: Union[str, Sequence[str]]) -> List[str]:
     return [os.fspath(p) for p in offline_buffer_dir]
 
 
-def dataset_env_specs(path: str) -> Any:
-    """:class:`alf.experiment.EnvSpecs` of the env a dataset was made with (pure offline
-    training builds its algorithm from these, without an env)."""
-    from alf.experiment import EnvSpecs
-    from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+def dataset_env_specs(path: str) -> EnvSpecs:
+    """:class:`~alf.environments.env_specs.EnvSpecs` of the env a dataset was made with
+    (pure offline training builds its algorithm from these, without an env)."""
     info = open_dataset(path).info
     ts = TimeStep(step_type=BoundedTensorSpec((), torch.int32, 0, 2), reward=info.reward_spec,
                   discount=BoundedTensorSpec((), torch.float32, 0.0, 1.0),
@@ -51,7 +51,6 @@ def dataset_env_specs(path: str) -> Any:
 def offline_storage_spec(observation_spec: Any, action_spec: Any, reward_spec: Any) -> Experience:
     """The offline buffer's item spec: raw env fields only (``prev_action`` and ``env_id``
     are derived on sampling, as for the online buffer; no rollout info or state)."""
-    from alf.tensor_specs import TensorSpec
     ts = TimeStep(step_type=TensorSpec((), torch.int32), reward=_plain(reward_spec),
                   discount=TensorSpec((), torch.float32),
                   observation=alf_nest.map_structure(_plain, observation_spec),
@@ -61,7 +60,6 @@ def offline_storage_spec(observation_spec: Any, action_spec: Any, reward_spec: A
 
 
 def _plain(spec: Any) -> Any:
-    from alf.tensor_specs import TensorSpec
     return TensorSpec(tuple(spec.shape), spec.dtype)
 
 

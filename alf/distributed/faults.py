@@ -24,6 +24,7 @@ import time
 from typing import Callable, List, NamedTuple, Optional
 
 from alf.errors import RunFailedError
+from alf.utils.parent_watchdog import process_exited, start_parent_watchdog
 
 
 class PeerLostError(RunFailedError):
@@ -61,17 +62,7 @@ def this_peer(rank: int, local_rank: int) -> PeerInfo:
 
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return not process_exited(pid)
 
 
 class PeerTable:
@@ -223,27 +214,24 @@ class StopHandler:
 
 def start_parent_watch(handler: Optional[StopHandler] = None, grace_s: float = 30.0,
                        period_s: float = 0.25) -> threading.Thread:
-    """A daemon thread that stops this rank when its launcher (the parent process) dies:
+    """A daemon thread (:func:`alf.utils.parent_watchdog.start_parent_watchdog`, every
+    ``period_s``) that stops this rank when its launcher (the parent process) dies:
     SIGTERM to itself (handled by :class:`StopHandler`, told the cause first, so the
     rank says that the launcher exited, once, from rank 0), then ``os._exit(1)`` after
     ``grace_s`` if the main thread is stuck in a collective. Children of this rank (env
     workers) watch their own parent and exit in turn."""
     parent = os.getppid()
 
-    def watch():
-        while True:
-            time.sleep(period_s)
-            if os.getppid() != parent:
-                cause = f"the launcher (pid {parent}) exited"
-                if handler is not None:
-                    handler.cause = cause
-                else:
-                    print(f"[alf] rank pid {os.getpid()}: {cause}; stopping", file=sys.stderr,
-                          flush=True)
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(grace_s)
-                os._exit(1)
+    def on_launcher_exit() -> None:
+        cause = f"the launcher (pid {parent}) exited"
+        if handler is not None:
+            handler.cause = cause
+        else:
+            print(f"[alf] rank pid {os.getpid()}: {cause}; stopping", file=sys.stderr,
+                  flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(1)
 
-    thread = threading.Thread(target=watch, name="alf-parent-watch", daemon=True)
-    thread.start()
-    return thread
+    return start_parent_watchdog(on_launcher_exit, parent_pid=parent, period_s=period_s,
+                                 name="alf-parent-watch")

@@ -17,6 +17,7 @@ deterministic in what it reduces); the timeout (``ALF_DIST_TIMEOUT_S``, default
 import contextlib
 import datetime
 import os
+import pickle
 import re
 import sys
 from typing import Any, Callable, Iterator, List, Optional, TypeVar
@@ -295,7 +296,6 @@ def _picklable(e: BaseException) -> BaseException:
     """``e`` if it survives pickling, else an exception of its first built-in (or alf)
     base class with its message: gin wraps errors raised in a configurable in classes
     that do not pickle, and the CLI maps a ValueError/TypeError/UserError to one line."""
-    import pickle
     try:
         pickle.loads(pickle.dumps(e))
         return e

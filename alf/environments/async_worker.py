@@ -13,8 +13,9 @@ gymnasium's own worker loop with two changes:
   ``BaseException`` that gymnasium's ``except Exception`` does not swallow:
   the env is still closed by gymnasium's ``finally``, then the worker returns
   quietly (exit status 0, nothing on stderr);
-- a daemon thread watches the process that created the env and ends the
-  worker (``os._exit``) within :data:`WATCHDOG_PERIOD_S` once it is gone, for
+- a daemon thread (:func:`alf.utils.parent_watchdog.start_parent_watchdog`) watches
+  the process that created the env and this worker's parent, and ends the worker
+  (``os._exit(0)``) within :data:`WATCHDOG_PERIOD_S` once either is gone, for
   the cases the pipe cannot see: a worker busy in a long ``env.step``, the
   pipe's parent end also held open by another orphan (a process forked later
   inherits it), or a ``forkserver`` fork server that waits for its workers.
@@ -27,12 +28,12 @@ to the live parent as before.
 import functools
 import os
 import signal
-import threading
-import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from gymnasium.vector.async_vector_env import _async_worker  # the loop we wrap, not a copy
+
+from alf.utils.parent_watchdog import start_parent_watchdog
 
 WATCHDOG_PERIOD_S = 0.5
 """How often a worker checks that its parent process is still alive (seconds)."""
@@ -68,32 +69,6 @@ class _CommandPipe:
         self._conn.close()
 
 
-def _gone(pid: int) -> bool:
-    """Whether process ``pid`` has exited (a zombie, exited but not yet reaped, counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # exists (the pid was reused by another user's process)
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):  # no /proc: the signal test above is all we have
-        return False
-
-
-def _watch_parent(creator_pid: int, parent_pid: int, period_s: float) -> None:
-    """Daemon-thread body: end this process once the process that created the env
-    (``creator_pid``) has exited, or this process was re-parented (its parent
-    ``parent_pid`` died: the creator with ``fork``/``spawn``, the fork server
-    with ``forkserver``, which itself waits for its workers to exit)."""
-    while True:
-        time.sleep(period_s)
-        if os.getppid() != parent_pid or _gone(creator_pid):
-            os._exit(0)
-
-
 def make_async_worker() -> Callable[..., None]:
     """The ``worker`` argument of ``AsyncVectorEnv`` for envs created by this process:
     :func:`async_worker` bound to this process's pid (picklable)."""
@@ -113,9 +88,9 @@ def async_worker(creator_pid: int, index: int, env_fn: Any, pipe: Connection,
     """
     for stop in (signal.SIGINT, signal.SIGTERM):  # the trainer decides how to stop
         signal.signal(stop, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent,
-                     args=(creator_pid, os.getppid(), WATCHDOG_PERIOD_S),
-                     name="alf-parent-watchdog", daemon=True).start()
+    # ends this process once its parent is gone (the creator with fork/spawn, the fork
+    # server with forkserver, which itself waits for its workers) or the creator exited
+    start_parent_watchdog(also_watch=creator_pid, period_s=WATCHDOG_PERIOD_S)
     try:
         _async_worker(index, env_fn, _CommandPipe(pipe), parent_pipe, *args)
     except ParentGone:

@@ -54,8 +54,8 @@ from alf.config import configurable
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import (AtariOptions, envpool_task_id, is_atari_spec, life_loss_hook,
                                     rom_name)
-from alf.environments.backends import EnvRequest
 from alf.environments.env_ids import find_env_spec
+from alf.environments.env_request import EnvRequest
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
 from alf.utils.cpu_budget import usable_cpus
@@ -168,6 +168,7 @@ def ale_vector_env_backend(request: EnvRequest, num_threads: int = 0,
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
     """
     options = _atari_request(request, "ale_vector")
+    # deferred: ale_py is optional/heavy
     from ale_py.vector_env import AtariVectorEnv  # pylint: disable=import-outside-toplevel
     rom = rom_name(find_env_spec(request.env_name))
     env = AtariVectorEnv(
@@ -210,7 +211,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
 
     def __init__(self, task_id: str, make_kwargs: Mapping[str, Any], seed: int):
-        import envpool  # pylint: disable=import-outside-toplevel
+        import envpool  # deferred: envpool is optional/heavy  pylint: disable=import-outside-toplevel
         self._make = functools.partial(envpool.make, task_id, env_type="gymnasium",
                                        **make_kwargs)
         self._seed = int(seed)
@@ -275,7 +276,7 @@ def envpool_env_backend(request: EnvRequest, num_threads: int = 0,
         thread_affinity_offset: pin threads to cores from this index (-1: no pinning).
     """
     options = check_envpool_request(request)  # options first: same errors without envpool
-    try:
+    try:  # deferred: envpool is optional/heavy
         import envpool  # pylint: disable=import-outside-toplevel
     except ImportError as e:
         raise UserError(f"backend='envpool' needs envpool, which is not installed ({e}). "

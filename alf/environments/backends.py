@@ -29,53 +29,30 @@ Built-in backends (all gymnasium 1.x, NEXT_STEP autoreset):
 
 Atari (ALE) ids get the preprocessing of :mod:`alf.environments.atari` on
 every backend; the C++ Atari engines ``"ale_vector"`` (what ``"auto"`` picks
-for them) and ``"envpool"`` live in :mod:`alf.environments.atari_backends`.
+for them) and ``"envpool"`` live in :mod:`alf.environments.atari_backends`,
+which this module imports (the request type both use is
+:mod:`alf.environments.env_request`, so the import goes one way only).
 """
 import dataclasses
 import functools
 import importlib.util
 import inspect
 import multiprocessing
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, load_env_creator
 from gymnasium.vector import AutoresetMode
 
 from alf.config import configurable
-from alf.environments.atari import AtariOptions, is_atari_spec, life_loss_hook, make_atari_env
+from alf.environments import atari_backends as atari
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.async_worker import make_async_worker
+from alf.environments.atari import is_atari_spec, life_loss_hook, make_atari_env
 from alf.environments.env_ids import find_env_spec
+from alf.environments.env_request import EnvRequest
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvRequest:
-    """Everything a backend needs to build ``num_envs`` copies of an environment.
-
-    Picklable (module-level dataclass of plain values, wrapper classes and
-    partials), so it can be shipped to ``spawn``/``forkserver`` workers.
-    """
-    env_name: str
-    num_envs: int = 1
-    seed: int = 0
-    env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    gym_wrappers: Tuple[Callable[[gym.Env], gym.Env], ...] = ()
-    render_mode: Optional[str] = None
-    max_episode_steps: Optional[int] = None
-    atari: Optional[AtariOptions] = None
-    """Atari preprocessing/life options (:mod:`alf.environments.atari`); set by
-    ``create_environment`` for Atari ids, None otherwise (None for an Atari id
-    in a hand-made request: the plain gymnasium env, no alf preprocessing)."""
-    env_id_offset: int = 0
-    """Sub-env ``i`` has ``TimeStep.env_id`` ``env_id_offset + i`` and seed
-    ``seed + env_id_offset + i`` (one env group of several)."""
-    num_threads: Optional[int] = None
-    """C++ thread-pool size for ``ale_vector``/``envpool`` (0: the engine's
-    default); None: the backend's gin-configured ``num_threads``. Backends
-    without a thread pool ignore it."""
 
 
 def make_single_env(request: EnvRequest, index: int) -> gym.Env:
@@ -158,8 +135,7 @@ def vector_backend(request: EnvRequest) -> AlfEnvironment:
     builds their native vector env with alf's preprocessing.
     """
     if request.atari is not None:
-        from alf.environments.atari_backends import ale_vector_backend  # noqa: PLC0415
-        return ale_vector_backend(request)
+        return atari.ale_vector_backend(request)
     spec = find_env_spec(request.env_name)
     problem = vector_backend_problem(request, spec)
     if problem is not None:
@@ -255,7 +231,6 @@ def builtin_backends() -> Dict[str, Backend]:
     ``ale_vector`` and ``envpool`` (:mod:`alf.environments.atari_backends`,
     imported here, which imports none of their optional packages).
     """
-    from alf.environments import atari_backends as atari  # noqa: PLC0415 - it imports this module
     return {
         "vector": Backend(vector_backend),
         "sync": Backend(sync_backend),
@@ -359,8 +334,7 @@ def select_auto_backend(request: EnvRequest, spec: EnvSpec) -> str:
       implementation, else ``"sync"``.
     """
     if request.atari is not None:
-        from alf.environments.atari_backends import atari_vector_problem  # noqa: PLC0415
-        return "ale_vector" if atari_vector_problem(request, "ale_vector") is None else "sync"
+        return "ale_vector" if atari.atari_vector_problem(request, "ale_vector") is None else "sync"
     if is_atari_spec(spec) or spec.namespace == "ALE":
         return "sync"
     return "vector" if vector_backend_problem(request, spec) is None else "sync"

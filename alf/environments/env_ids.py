@@ -26,7 +26,7 @@ _MUJOCO_HINT = "pip install -e .[mujoco]"
 
 def _import_ale(env_name: str, required: bool) -> bool:
     try:
-        import ale_py  # pylint: disable=import-outside-toplevel
+        import ale_py  # deferred: ale_py is optional/heavy  pylint: disable=import-outside-toplevel
     except ImportError as e:
         if required:
             raise UserError(f"Environment '{env_name}' is an Atari game and needs ale-py, which is "
@@ -85,6 +85,7 @@ def _check_dependencies(env_name: str, spec: EnvSpec) -> None:
     entry = spec.entry_point if isinstance(spec.entry_point, str) else ""
     if entry.startswith("gymnasium.envs.mujoco"):
         try:
+            # deferred: mujoco is optional/heavy
             import mujoco  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
         except ImportError as e:
             raise UserError(f"Environment '{env_name}' needs MuJoCo, which is not installed ({e}). "

@@ -9,7 +9,7 @@ from alf import nest as alf_nest
 
 from alf.data_structures import StepType
 from alf.tensor_specs import zeros_from_spec
-from alf.utils.tensor_utils import reset_state_if_necessary
+from alf.utils.act_step import ActionOverride, ActStep
 
 StepCallback = Callable[[torch.Tensor, torch.Tensor], None]
 
@@ -66,7 +66,9 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
         tstate = zeros_from_spec(data_transformer.state_spec, batch, device=device)
         returns = torch.zeros(batch, dtype=torch.float64)
         lengths = torch.zeros(batch, dtype=torch.int64)
-        action_spec = algorithm.action_spec
+        act = ActStep(data_transformer, algorithm.predict_step, init_state)
+        override = (_epsilon_greedy(algorithm.action_spec, epsilon_greedy, batch)
+                    if epsilon_greedy > 0 else None)
         for _ in range(max_steps):
             step_type, reward = ts.step_type.cpu(), ts.reward.cpu()
             first = step_type == StepType.FIRST
@@ -100,20 +102,26 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
                 lengths.zero_()
                 abandoned = [False] * batch
                 continue
-            tts, tstate = data_transformer.transform_timestep(ts, tstate)
-            state = reset_state_if_necessary(state, init_state, tts.is_first())
-            step = algorithm.predict_step(tts, state)
-            action = step.output
-            if epsilon_greedy > 0:
-                random_action = action_spec.sample((batch,)).to(action.device)
-                mask = torch.rand(batch, device=action.device) < epsilon_greedy
-                action = torch.where(mask.reshape((batch,) + (1,) * (action.ndim - 1)),
-                                     random_action.to(action.dtype), action)
-            state = step.state
-            ts = to_device(env.step(action))
+            acted = act(ts, state, tstate, override)
+            state, tstate = acted.alg_step.state, acted.transformer_state
+            ts = to_device(env.step(acted.action))
     finally:
         data_transformer.train(was_training)
     return results
+
+
+def _epsilon_greedy(action_spec, epsilon: float, batch: int) -> ActionOverride:
+    """The action override of epsilon-greedy evaluation: per env, with probability
+    ``epsilon``, a uniform sample of ``action_spec`` instead of the policy's action
+    ``[B, ...]`` (draws ``B`` actions, then ``B`` uniforms, from torch's global stream)."""
+    def override(step) -> torch.Tensor:
+        action = step.output
+        random_action = action_spec.sample((batch,)).to(action.device)
+        mask = torch.rand(batch, device=action.device) < epsilon
+        return torch.where(mask.reshape((batch,) + (1,) * (action.ndim - 1)),
+                           random_action.to(action.dtype), action)
+
+    return override
 
 
 def _record(results: List[Tuple[float, int]], done_per_env: List[int], i: int, quota: int,

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from alf import nest as alf_nest
 from alf.errors import IncompatibleSpecError
 
 
@@ -25,8 +26,6 @@ def experiment_signature(env: Any, algorithm: torch.nn.Module) -> Dict[str, str]
 def describe_spec(spec: Any) -> str:
     """Compact text of a spec nest: ``float32[4]``, ``int64[] in [0, 1]`` (discrete
     bounds are part of the identity: 2 vs 3 actions), dict/tuple nests keep their keys."""
-    from alf import nest as alf_nest
-
     def one(s) -> str:
         text = f"{str(s.dtype).replace('torch.', '')}{list(s.shape)}"
         low, high = getattr(s, "minimum", None), getattr(s, "maximum", None)

@@ -21,10 +21,10 @@ left alone):
   once; checkpoints are written to a temporary name and renamed, so that,
   too, leaves the previous one intact.)
 
-Env worker processes are started with SIGINT and SIGTERM ignored
-(:func:`stop_signals_ignored_in_children`): a terminal Ctrl-C reaches the whole
-process group, Slurm sends SIGTERM to every process of the job, and the trainer
-alone decides how to stop, then closes them.
+Env worker processes are started with SIGINT ignored
+(:func:`alf.utils.process_signals.sigint_ignored_in_children`) and ignore SIGTERM
+themselves: a terminal Ctrl-C reaches the whole process group, Slurm sends SIGTERM to
+every process of the job, and the trainer alone decides how to stop, then closes them.
 """
 import contextlib
 import os
@@ -33,8 +33,10 @@ import sys
 import threading
 from typing import Any, Dict, Iterator, Optional, Tuple
 
-#: the signals that stop a command cleanly (checkpoint, reap, exit ``128 + signum``)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# sigint_ignored_in_children is re-exported for alf/trainers/trainer.py until it imports
+# it from alf.utils.process_signals (issue 19).
+from alf.utils.process_signals import (STOP_SIGNALS, restore_handlers,  # noqa: F401
+                                       sigint_ignored_in_children)
 
 #: why a run stops: ``(signum, cause)``, cause a few words such as "the launcher (pid 7)
 #: exited" when the signal was not sent by a person
@@ -146,10 +148,7 @@ class InterruptGuard:
         return self
 
     def __exit__(self, *exc) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous if previous is not None else
-                          signal.default_int_handler if signum == signal.SIGINT else
-                          signal.SIG_DFL)
+        restore_handlers(self._previous)
         self._previous = {}
 
     def _handle(self, signum, frame, cause: Optional[str] = None) -> None:
@@ -207,26 +206,3 @@ def _say(text: str) -> None:
     except (OSError, ValueError, AttributeError):
         pass
 
-
-@contextlib.contextmanager
-def stop_signals_ignored_in_children() -> Iterator[None]:
-    """Env worker processes started in this block inherit SIGINT ignored (kept across
-    fork and exec), so a terminal Ctrl-C, which reaches the whole process group, does not
-    kill them mid-step: the trainer finishes the iteration, saves, then closes them.
-    SIGTERM is not ignored here: this process would lose a ``docker stop`` or Slurm
-    SIGTERM arriving while envs are built; the children ignore it themselves as their
-    first statement (``env_worker.worker_main``, ``async_worker.async_worker``). Main
-    thread only; the previous handler is restored on exit."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None
-                      else signal.default_int_handler)
-
-
-#: the former name (SIGTERM is ignored in the children too)
-sigint_ignored_in_children = stop_signals_ignored_in_children

@@ -29,7 +29,7 @@ def open_summary_writer(log_dir: str) -> "SummaryWriterGuard":
     Raises:
         WriteFailedError: the events file could not be written (it is removed).
     """
-    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard import SummaryWriter  # deferred: tensorboard is heavy
     _silence_writer_thread_errors()
     try:
         writer = SummaryWriter(log_dir)

@@ -1,6 +1,8 @@
 """``TrainerConfig``: every knob about *training* (not about an algorithm), with ALF's names."""
 from typing import Callable, List, Optional, Sequence, Union
 
+import torch
+
 import alf
 from alf.config_checks import check_ranges
 from alf.config_ranges import (NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
@@ -279,7 +281,6 @@ class TrainerConfig:
             raise ConfigError("TrainerConfig.distributed_drift must be 'resync' or 'error', got "
                               f"{self.distributed_drift!r}")
         try:
-            import torch
             dev = torch.device(self.device)
         except (RuntimeError, TypeError) as e:
             raise ConfigError(f"TrainerConfig.device='{self.device}' is not a device: {e}") from None

@@ -29,9 +29,9 @@ from alf import nest as alf_nest
 from alf.data_structures import Experience
 from alf.metrics import EpisodeMetrics
 from alf.tensor_specs import zeros_from_spec
+from alf.utils.act_step import ActStep, random_actions
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
-from alf.utils.tensor_utils import reset_state_if_necessary
 
 
 class Trajectory(NamedTuple):
@@ -97,7 +97,8 @@ class ActorWorker:
         self._version = -1
         self._counters: Tuple[int, ...] = (0, 0, 0)
         self._started = False
-        self._init_state = None
+        self._act_step: Optional[ActStep] = None  # built by _start (needs the batch size)
+        self._random_actions = random_actions(algorithm.action_spec)
         if hasattr(self._transformer, "freeze_statistics"):
             self._transformer.freeze_statistics(True)  # the learner owns the statistics
 
@@ -132,22 +133,16 @@ class ActorWorker:
 
     # ---------------------------------------------------------------- acting
     def _act(self, group: _Group, raw_time_step: Any) -> Experience:
-        """Transform, reset states at FIRST, run ``rollout_step``; the step to store."""
-        alg = self._algorithm
-        tts, group.transformer_state = self._transformer.transform_timestep(
-            raw_time_step, group.transformer_state)
-        pstate = group.policy_state
-        stateful = not alf_nest.is_empty(pstate)
-        if stateful:
-            pstate = reset_state_if_necessary(pstate, self._init_state, tts.is_first())
-        alg_step = alg.rollout_step(tts, pstate)
-        action = alg_step.output
-        if self._counters[1] < self._initial_collect_steps:
-            batch = group.env.batch_size
-            action = alg.action_spec.sample((batch,))
-        group.policy_state = alg_step.state
-        return Experience(time_step=tts, action=action, rollout_info=alg_step.info,
-                          state=pstate if stateful else ())
+        """One :class:`~alf.unrollers.act_step.ActStep` (``rollout_step``) for ``group``,
+        with random actions while the learner's env steps are below
+        ``initial_collect_steps``; the step to store."""
+        override = (self._random_actions if self._counters[1] < self._initial_collect_steps
+                    else None)
+        acted = self._act_step(raw_time_step, group.policy_state, group.transformer_state,
+                               override)
+        group.transformer_state = acted.transformer_state
+        group.policy_state = acted.alg_step.state
+        return acted.experience()
 
     def _start(self) -> None:
         self._refresh_weights(0)
@@ -155,9 +150,11 @@ class ActorWorker:
             batch = g.env.batch_size
             g.time_step = g.env.reset()
             g.metrics.update(g.time_step)
-            self._init_state = self._algorithm.get_initial_rollout_state(batch)
-            g.policy_state = self._init_state
+            init_state = self._algorithm.get_initial_rollout_state(batch)
+            g.policy_state = init_state
             g.transformer_state = zeros_from_spec(self._transformer.state_spec, batch)
+        # every group has B envs: the last group's initial state serves them all
+        self._act_step = ActStep(self._transformer, self._algorithm.rollout_step, init_state)
         with torch.no_grad():
             for g in self._groups:
                 g.carried = self._act(g, g.time_step)

@@ -37,6 +37,7 @@ import gin
 import torch
 
 from alf import nest as alf_nest
+from alf.environments import create_environment
 from alf.errors import RunFailedError
 from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
@@ -47,6 +48,7 @@ from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
 from alf.unrollers.weight_channel import WeightChannel
 from alf.unrollers.worker_pool import WorkerHandle, WorkerPool
+from alf.utils.process_signals import sigint_ignored_in_children
 
 MODES = ("processes", "deterministic", "serial")
 SLOT_MEMORY_BUDGET = 1 << 30  # bytes of trajectory slots at most (unroll_queue_size is capped)
@@ -73,8 +75,6 @@ def _bound(selector: str) -> bool:
 def probe_env_specs() -> EnvSpecs:
     """The configured env's specs, from a one-env copy built and closed at once (the
     learner of an async run steps no env itself)."""
-    from alf.environments import create_environment
-    from alf.trainers.interrupt_guard import sigint_ignored_in_children
     with sigint_ignored_in_children():
         env = create_environment(num_parallel_environments=1)
     try:
@@ -392,7 +392,6 @@ class AsyncUnroller:
         w = self._workers[0]
         w.incarnation = 0
         self._serial_link = _SerialLink(w.slots)
-        from alf.trainers.interrupt_guard import sigint_ignored_in_children
         with sigint_ignored_in_children():  # env subprocesses: the Trainer handles Ctrl-C
             self._serial_actor = build_actor(self._spec(w), self._serial_link,
                                              serial_config=self._config)

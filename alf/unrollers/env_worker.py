@@ -16,27 +16,76 @@ reported as one ``error`` line and the process exits 1; SIGINT is ignored
 (the learner handles Ctrl-C and stops its workers); a watchdog thread ends the
 process within a second once the learner is gone (even by SIGKILL), so no
 orphan outlives it.
+
+Configuration: the worker reads its own settings from :class:`ActorSettings`
+(built by the learner from its TrainerConfig). The algorithm it builds needs the
+whole config, which the worker rebuilds from the config text: it parses the
+text with gin and instantiates the configurable the text binds,
+:data:`RUN_CONFIG` (``TrainerConfig``), by name, as every gin consumer does. So
+this module needs nothing from :mod:`alf.trainers` (the trainers sit above the
+unrollers); ``alf/_registry.py`` registers the configurable before any parse.
 """
 import dataclasses
 import os
 import signal
-import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, List
+from typing import Any, List, Optional
 
+import gin
 import torch
 
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
+from alf.utils.parent_watchdog import start_parent_watchdog
 
 WATCHDOG_PERIOD_S = 0.5
+"""How often a worker checks that its learner is still alive (seconds)."""
+
+#: the gin configurable a worker instantiates, after parsing the run's config text, to get
+#: the run's full config (the algorithm is built from it)
+RUN_CONFIG = "TrainerConfig"
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorSettings:
+    """The slice of the run's config an env worker reads itself (picklable, immutable).
+
+    Attributes:
+        deterministic: ``TrainerConfig.async_mode == "deterministic"``: trajectory ``seq``
+            is collected with the weights :func:`version_for_seq` names.
+        update_period: ``TrainerConfig.unroll_parameter_update_period`` (at least 1):
+            iterations between weight publications.
+        num_threads: ``TrainerConfig.env_worker_threads``: torch intra-op threads and
+            env-engine threads per group.
+        initial_collect_steps: ``TrainerConfig.initial_collect_steps``: act randomly while
+            the learner's env steps are below it.
+    """
+    deterministic: bool = False
+    update_period: int = 1
+    num_threads: int = 1
+    initial_collect_steps: int = 0
+
+    @classmethod
+    def from_trainer_config(cls, cfg: Any) -> "ActorSettings":
+        """The settings of the TrainerConfig ``cfg`` (read by attribute name: this module
+        does not import :mod:`alf.trainers`)."""
+        return cls(deterministic=cfg.async_mode == "deterministic",
+                   update_period=max(1, int(cfg.unroll_parameter_update_period)),
+                   num_threads=int(cfg.env_worker_threads),
+                   initial_collect_steps=int(cfg.initial_collect_steps))
 
 
 @dataclasses.dataclass
 class WorkerSpec:
-    """Everything an env worker needs (picklable; tensors travel as shared memory)."""
+    """Everything an env worker needs (picklable; tensors travel as shared memory).
+
+    ``settings`` carries the config slice. Until every caller passes it, the settings
+    are also accepted as separate fields, as before (``deterministic``,
+    ``update_period``, ``num_threads``; ``initial_collect_steps`` defaults to 0), from
+    which ``settings`` is built (the fields are then cleared); giving both is an error.
+    """
     worker_id: int
     incarnation: int  # 0, then +1 per restart
     config_text: str
@@ -46,13 +95,35 @@ class WorkerSpec:
     slots: List[TrajectorySlots]
     weights: WeightChannel
     heartbeat: torch.Tensor  # shared float64 [num_workers]: time.time() of the last step
-    deterministic: bool
-    update_period: int
     first_seq: int  # sequence number of this incarnation's first trajectory
-    num_threads: int  # torch intra-op threads and env-engine threads per group
     learner_pid: int
-    initial_collect_steps: int = 0
+    settings: Optional[ActorSettings] = None
     base_version: int = 0  # the learner's version when the run (or resume) started
+    # the former separate settings (see the class docstring)
+    deterministic: Optional[bool] = None
+    update_period: Optional[int] = None
+    num_threads: Optional[int] = None
+    initial_collect_steps: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        separate = {"deterministic": self.deterministic, "update_period": self.update_period,
+                    "num_threads": self.num_threads,
+                    "initial_collect_steps": self.initial_collect_steps}
+        given = {k: v for k, v in separate.items() if v is not None}
+        if self.settings is not None:
+            if given:
+                raise TypeError(f"WorkerSpec: give settings or {sorted(given)}, not both")
+            return
+        missing = sorted(set(separate) - set(given) - {"initial_collect_steps"})
+        if missing:
+            raise TypeError(f"WorkerSpec: settings (an ActorSettings) is required "
+                            f"(missing: {', '.join(missing)})")
+        self.settings = ActorSettings(deterministic=bool(self.deterministic),
+                                      update_period=int(self.update_period),
+                                      num_threads=int(self.num_threads),
+                                      initial_collect_steps=int(self.initial_collect_steps or 0))
+        self.deterministic = self.update_period = self.num_threads = None
+        self.initial_collect_steps = None
 
 
 class _Stop(BaseException):
@@ -65,13 +136,6 @@ def version_for_seq(seq: int, update_period: int, base_version: int = 0) -> int:
     version behind the learner that will train on it (versions are published every
     ``update_period`` iterations; ``base_version`` is the learner's at the start)."""
     return base_version + max(0, ((seq - 1) // update_period) * update_period)
-
-
-def _watch_learner(learner_pid: int) -> None:
-    while True:
-        time.sleep(WATCHDOG_PERIOD_S)
-        if os.getppid() != learner_pid:
-            os._exit(0)  # the learner is gone: so are we (no orphans)
 
 
 class _LearnerLink:
@@ -122,28 +186,28 @@ def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None):
     from alf import config as alf_config
     from alf.environments import create_environment
     from alf.experiment import EnvSpecs, build_algorithm
-    from alf.trainers.trainer_config import TrainerConfig
     from alf.unrollers.actor_worker import ActorWorker
     from alf.utils.run_context import RunContext
 
     if serial_config is None:
         alf_config.parse_config(config_text=spec.config_text, config_name="<run config>")
-        config = TrainerConfig()
+        config = gin.get_configurable(RUN_CONFIG)()  # TrainerConfig() (module docstring)
     else:
         config = serial_config
+    settings = spec.settings
     envs = []
     try:
         for offset in spec.env_id_offsets:
             envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
                                            seed=spec.seed, env_id_offset=offset,
-                                           num_threads=spec.num_threads))
+                                           num_threads=settings.num_threads))
         algorithm = build_algorithm(config, EnvSpecs.of(envs[0]), "actor", RunContext())
-        wanted = ((lambda seq: version_for_seq(seq + spec.first_seq, spec.update_period,
+        wanted = ((lambda seq: version_for_seq(seq + spec.first_seq, settings.update_period,
                                                spec.base_version))
-                  if spec.deterministic else None)
+                  if settings.deterministic else None)
         return ActorWorker(algorithm, envs, spec.slots, spec.weights, link.acquire_slot,
                            version_for_seq=wanted, wait=link.wait, heartbeat=link.poll,
-                           initial_collect_steps=spec.initial_collect_steps)
+                           initial_collect_steps=settings.initial_collect_steps)
     except BaseException:
         for env in envs:
             env.close()
@@ -154,9 +218,10 @@ def worker_main(spec: WorkerSpec, conn: Connection) -> None:
     """Process entry point (module level: ``spawn`` pickles it by reference)."""
     for stop in (signal.SIGINT, signal.SIGTERM):  # the learner decides how to stop
         signal.signal(stop, signal.SIG_IGN)
-    threading.Thread(target=_watch_learner, args=(spec.learner_pid,), daemon=True,
-                     name="alf-learner-watchdog").start()
-    torch.set_num_threads(max(1, spec.num_threads))
+    # the learner gone (even by SIGKILL): so are we, at once (no orphans)
+    start_parent_watchdog(parent_pid=spec.learner_pid, period_s=WATCHDOG_PERIOD_S,
+                          name="alf-learner-watchdog")
+    torch.set_num_threads(max(1, spec.settings.num_threads))
     from alf.utils.seeding import set_random_seed
     # the actor's own sampling stream (exploration): per worker and incarnation
     set_random_seed((spec.seed + 7919 * (spec.worker_id + 1)) % (2 ** 31))

@@ -1,8 +1,7 @@
-"""What every unroller returns to the learner, and the interface it offers the Trainer."""
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+"""What every unroller returns to the learner."""
+from typing import Any, NamedTuple
 
 from alf.data_structures import Experience
-from alf.metrics import EpisodeMetrics
 
 
 class UnrollResult(NamedTuple):
@@ -23,31 +22,3 @@ class UnrollResult(NamedTuple):
     env_steps: int
     bootstrap_last: bool = False
     policy_versions: Any = None
-
-
-PolicyStep = Callable[..., Any]
-
-
-class Unroller(Protocol):
-    """The Trainer-owned source of experience (sync in-process, async workers, ...)."""
-
-    @property
-    def metrics(self) -> EpisodeMetrics:
-        """Finished-episode metrics of the training envs (raw rewards)."""
-
-    @property
-    def batch_size(self) -> int:
-        """Env rows ``B`` (all env groups together): the replay buffer's row count."""
-
-    def collect(self, policy_step: PolicyStep, unroll_length: int,
-                action_override: Optional[Callable[[Any], Any]] = None) -> UnrollResult:
-        """The next unroll (see :class:`UnrollResult`)."""
-
-    def after_train_iter(self, algorithm: Any) -> None:
-        """Called by the Trainer after each iteration (async: publish weights when due)."""
-
-    def seed(self, seed: int) -> None:
-        """Seed the envs' next episodes (used on resume)."""
-
-    def close(self) -> None:
-        """Release envs, processes and shared memory (idempotent)."""

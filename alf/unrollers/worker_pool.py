@@ -19,6 +19,7 @@ import torch.multiprocessing as torch_mp
 from alf.errors import RunFailedError
 from alf.unrollers.env_worker import WorkerSpec, worker_main
 from alf.unrollers.trajectory_slots import TrajectorySlots
+from alf.utils.process_signals import sigint_ignored_in_children
 
 
 class WorkerHandle:
@@ -122,7 +123,6 @@ class WorkerPool:
             w.process = None
 
     def _launch(self, w: WorkerHandle) -> None:
-        from alf.trainers.interrupt_guard import sigint_ignored_in_children
         ctx = torch_mp.get_context("spawn")
         w.incarnation += 1
         parent_conn, child_conn = ctx.Pipe(duplex=True)

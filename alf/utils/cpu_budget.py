@@ -283,6 +283,8 @@ class ThreadGovernor:
 
     def __init__(self, maximum: Optional[int], adaptive: bool = True, period_s: float = 1.0,
                  child_pids: Callable[[], Sequence[int]] = tuple):
+        # deferred: torch is heavy, and alf/__init__.py imports this module before torch so
+        # that prefer_yielding_thread_pools() can set OpenMP's variables first
         import torch  # pylint: disable=import-outside-toplevel
         self._torch = torch
         self.usable = usable_cpus()

@@ -22,8 +22,8 @@ import torch
 import torch.distributions as td
 
 from alf import nest as alf_nest
-from alf.networks.projection_networks import FastCategorical
 from alf.tensor_specs import TensorSpec
+from alf.utils.distributions import FastCategorical
 
 Nest = Any
 _Dist = td.Distribution

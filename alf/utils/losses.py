@@ -7,11 +7,6 @@ def element_wise_squared_loss(target: torch.Tensor, pred: torch.Tensor) -> torch
     return (target - pred) ** 2
 
 
-def element_wise_huber_loss(target: torch.Tensor, pred: torch.Tensor, delta: float = 1.0) -> torch.Tensor:
-    """Huber loss with threshold ``delta`` (quadratic inside, linear outside)."""
-    return torch.nn.functional.huber_loss(pred, target, reduction="none", delta=delta)
-
-
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``x`` over entries where ``mask`` is nonzero (0 if none)."""
     if mask.dtype != x.dtype:

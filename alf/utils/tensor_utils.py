@@ -27,11 +27,6 @@ def detach(nest: Any) -> Any:
     return alf_nest.map_structure(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, nest)
 
 
-def merge_leading_dims(nest: Any, n: int = 2) -> Any:
-    """``[d0, d1, ...] -> [d0*d1, ...]`` for every leaf."""
-    return alf_nest.map_structure(lambda x: x.reshape((-1,) + tuple(x.shape[n:])), nest)
-
-
 def split_leading_dim(nest: Any, shape: tuple) -> Any:
     """``[d0*d1, ...] -> [d0, d1, ...]`` for every leaf."""
     return alf_nest.map_structure(lambda x: x.reshape(tuple(shape) + tuple(x.shape[1:])), nest)

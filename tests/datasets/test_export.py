@@ -10,8 +10,8 @@ import torch
 
 from alf.data_structures import StepType
 from alf.datasets import open_dataset
-from alf.datasets.export import (describe_transformers, export_replay_buffer,
-                                 raw_data_blocker, write_buffer_state)
+from alf.dataset_tools.export import (describe_transformers, export_replay_buffer,
+                                      raw_data_blocker, write_buffer_state)
 from alf.errors import CheckpointError, ConfigError, UserError
 from alf.replay_buffers.replay_buffer import ReplayBuffer
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -200,7 +200,7 @@ def test_bad_root_dirs(tmp_path, clean_gin):
 
 
 def test_collect_errors(tmp_path, clean_gin):
-    from alf.datasets.collect import collect_dataset
+    from alf.dataset_tools.collect import collect_dataset
     root = _run_dir_with_config(tmp_path, "")
     out = str(tmp_path / "ds")
     with pytest.raises(CheckpointError) as e:
@@ -231,7 +231,7 @@ def test_random_collection_is_seeded_and_exact(tmp_path, clean_gin):
     """Random collection through the library call: exact counts over 3 envs (7 = 3 + 2 + 2),
     seeded (two runs are identical), actions within the bounds."""
     import io
-    from alf.datasets.collect import collect_dataset
+    from alf.dataset_tools.collect import collect_dataset
     infos = []
     for name in ("a", "b"):
         log = io.StringIO()
@@ -248,7 +248,7 @@ def test_random_collection_is_seeded_and_exact(tmp_path, clean_gin):
 
 def test_collect_noise_is_clipped_and_epsilon_replaces_actions(sac_run, tmp_path, clean_gin):
     import io
-    from alf.datasets.collect import collect_dataset
+    from alf.dataset_tools.collect import collect_dataset
     collect_dataset(str(tmp_path / "noisy"), 30, root_dir=sac_run, num_envs=1, noise_std=100.0,
                     stream=io.StringIO())
     collect_dataset(str(tmp_path / "eps"), 30, root_dir=sac_run, num_envs=1, epsilon=1.0,
@@ -259,7 +259,7 @@ def test_collect_noise_is_clipped_and_epsilon_replaces_actions(sac_run, tmp_path
     ds = open_dataset(str(tmp_path / "eps"))
     assert ds.info.source["epsilon"] == 1.0
     from alf.data_structures import TimeStep
-    from alf.datasets.collect import _load_policy
+    from alf.dataset_tools.collect import _load_policy
     from alf.experiment import EnvSpecs
     from alf.environments import create_environment
     from alf.trainers.trainer_config import TrainerConfig
@@ -278,7 +278,7 @@ def test_frame_stacked_run_exports_and_collects_raw_frames(tmp_path_factory, tmp
     those raw frames; collect mode stacks only for acting and records raw frames too."""
     import io
     import gin
-    from alf.datasets.collect import collect_dataset
+    from alf.dataset_tools.collect import collect_dataset
     root = tmp_path_factory.mktemp("runs") / "stacked"
     build_trainer(root, TINY_SAC + "FrameStacker.stack_size = 4\n"
                   "TrainerConfig.data_transformer_ctor = [@FrameStacker]\n").run()
@@ -303,7 +303,7 @@ def test_frame_stacked_run_exports_and_collects_raw_frames(tmp_path_factory, tmp
 
 def test_collect_sample_policy_is_stochastic_and_seeded(sac_run, tmp_path, clean_gin):
     import io
-    from alf.datasets.collect import collect_dataset
+    from alf.dataset_tools.collect import collect_dataset
     for name, seed in (("a", 1), ("b", 1), ("c", 2)):
         collect_dataset(str(tmp_path / name), 20, root_dir=sac_run, num_envs=1, policy="sample",
                         seed=seed, stream=io.StringIO())

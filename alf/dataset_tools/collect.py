@@ -19,11 +19,20 @@ import numpy as np
 import torch
 
 from alf import nest as alf_nest
+from alf.algorithms.data_transformers import create_data_transformer
 from alf.data_structures import StepType
-from alf.datasets.export import (describe_transformers, env_specs, parse_run_config)
+from alf.dataset_tools.export import describe_transformers, env_specs, parse_run_config
 from alf.datasets.format import DatasetInfo, DatasetSteps, DatasetWriter, check_output_path
+from alf.environments import create_environment
 from alf.errors import CheckpointError, ConfigError
+from alf.experiment import EnvSpecs, build_algorithm
 from alf.tensor_specs import BoundedTensorSpec
+from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.experiment_signature import load_algorithm_state
+from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.act_step import ActStep
+from alf.utils.process_signals import sigint_ignored_in_children
+from alf.utils.run_context import RunContext
 
 POLICIES = ("greedy", "sample", "random")
 #: steps per env buffered before they are written
@@ -58,11 +67,6 @@ def check_collect_args(collect_steps: int, policy: str, epsilon: float, noise_st
 def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int] = None):
     """The run's algorithm (player role) with its newest checkpoint (or the one of
     ``iteration``) loaded."""
-    import torch as _torch
-    from alf.experiment import build_algorithm
-    from alf.trainers.checkpointer import Checkpointer
-    from alf.trainers.experiment_signature import load_algorithm_state
-    from alf.utils.run_context import RunContext
     algorithm = build_algorithm(config, specs, "player", RunContext())
     ckpt_dir = os.path.join(root_dir, "train")
     checkpointer = Checkpointer(ckpt_dir)
@@ -74,8 +78,8 @@ def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int
             have = ", ".join(f"{i:,}" for i in sorted(paths)) or "none"
             raise CheckpointError(f"--checkpoint={iteration}: {ckpt_dir} has no checkpoint of "
                                   f"iteration {iteration:,} (it has: {have})")
-        found = (iteration, _torch.load(paths[iteration], map_location="cpu",
-                                        weights_only=True), None)
+        found = (iteration, torch.load(paths[iteration], map_location="cpu",
+                                       weights_only=True), None)
     if found is None:
         raise CheckpointError(f"no checkpoint in {ckpt_dir}: train first (python -m "
                               f"alf.bin.train --root_dir={root_dir} ...), or use "
@@ -88,41 +92,47 @@ def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int
 
 
 class _Actor:
-    """Chooses the ``[K]`` actions for raw time steps: transformer (eval mode, its state
-    threaded) -> policy -> Gaussian noise on continuous leaves (clipped to the bounds) ->
-    with probability ``epsilon`` per env, a uniformly random action instead."""
+    """Chooses the ``[K]`` actions for raw time steps: one
+    :class:`~alf.utils.act_step.ActStep` (transformer in eval mode, its state threaded;
+    policy state reset at FIRST; ``predict_step`` or ``rollout_step``) whose action
+    override is :meth:`_explore`; or, without an algorithm, uniformly random actions."""
 
     def __init__(self, policy: str, algorithm: Any, transformer: Any, action_spec: Any,
                  num_envs: int, epsilon: float, noise_std: float, generator: torch.Generator):
-        self._policy, self._alg, self._tf = policy, algorithm, transformer
         self._spec, self._k = action_spec, num_envs
         self._eps, self._noise, self._gen = epsilon, noise_std, generator
+        self._act: Optional[ActStep] = None
         if algorithm is not None:
-            self._init_state = (algorithm.get_initial_predict_state(num_envs) if policy == "greedy"
-                                else algorithm.get_initial_rollout_state(num_envs))
-            self._state = self._init_state
+            greedy = policy == "greedy"
+            init_state = (algorithm.get_initial_predict_state(num_envs) if greedy
+                          else algorithm.get_initial_rollout_state(num_envs))
+            self._act = ActStep(transformer,
+                                algorithm.predict_step if greedy else algorithm.rollout_step,
+                                init_state)
+            self._state = init_state
             self._tstate = transformer.get_initial_state(num_envs)
 
     def __call__(self, ts: Any) -> Any:
-        from alf.utils.tensor_utils import reset_state_if_necessary
-        if self._alg is None:
-            action = self._random()
-        else:
-            tts, self._tstate = self._tf.transform_timestep(ts, self._tstate)
-            state = reset_state_if_necessary(self._state, self._init_state, tts.is_first())
-            step = (self._alg.predict_step(tts, state) if self._policy == "greedy"
-                    else self._alg.rollout_step(tts, state))
-            self._state = step.state
-            action = alf_nest.map_structure(lambda a, s: a.detach().to(s.dtype), step.output,
-                                            self._spec)
-            if self._noise > 0:
-                action = alf_nest.map_structure(self._add_noise, action, self._spec)
-            if self._eps > 0:
-                explore = torch.rand(self._k, generator=self._gen) < self._eps
-                if bool(explore.any()):
-                    action = alf_nest.map_structure(
-                        lambda a, r: torch.where(explore.reshape((-1,) + (1,) * (a.ndim - 1)),
-                                                 r, a), action, self._random())
+        if self._act is None:
+            return self._random()
+        acted = self._act(ts, self._state, self._tstate, self._explore)
+        self._state, self._tstate = acted.alg_step.state, acted.transformer_state
+        return acted.action
+
+    def _explore(self, step: Any) -> Any:
+        """The action override: the policy's action detached and cast to the spec's dtypes
+        -> Gaussian noise on continuous leaves (clipped to the bounds) -> with probability
+        ``epsilon`` per env, a uniformly random action instead (all from the generator)."""
+        action = alf_nest.map_structure(lambda a, s: a.detach().to(s.dtype), step.output,
+                                        self._spec)
+        if self._noise > 0:
+            action = alf_nest.map_structure(self._add_noise, action, self._spec)
+        if self._eps > 0:
+            explore = torch.rand(self._k, generator=self._gen) < self._eps
+            if bool(explore.any()):
+                action = alf_nest.map_structure(
+                    lambda a, r: torch.where(explore.reshape((-1,) + (1,) * (a.ndim - 1)),
+                                             r, a), action, self._random())
         return action
 
     def _random(self) -> Any:
@@ -190,12 +200,6 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
     random choice. ``checkpoint``: the iteration of the checkpoint to act with (default:
     the newest; e.g. an earlier one for a "medium" dataset). Progress goes to ``stream``.
     Returns the written manifest."""
-    from alf.algorithms.data_transformers import create_data_transformer
-    from alf.environments import create_environment
-    from alf.experiment import EnvSpecs
-    from alf.trainers.interrupt_guard import sigint_ignored_in_children
-    from alf.trainers.trainer_config import TrainerConfig
-
     check_collect_args(collect_steps, policy, epsilon, noise_std, num_envs, root_dir, conf)
     root_dir = parse_run_config(root_dir=root_dir, conf=conf, conf_params=conf_params)
     out = os.path.abspath(os.path.expanduser(out))

@@ -12,7 +12,7 @@ row ``e``. What the buffer stores is what the dataset needs, minus what is dropp
 
 A buffer holds the observations and rewards *after* the run's data transformer, so a run
 whose transformer changed them (normalisers, reward clipping/scaling) cannot give raw data:
-that is refused with one line pointing to collect mode (:mod:`alf.datasets.collect`), which
+that is refused with one line pointing to collect mode (:mod:`alf.dataset_tools.collect`), which
 records raw steps while running the trained policy.
 """
 import inspect
@@ -25,9 +25,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from alf import config as alf_config
 from alf import nest as alf_nest
-from alf.datasets.format import DatasetInfo, DatasetSteps, DatasetWriter, field_paths, step_spec
+from alf.algorithms.data_transformers import IdentityDataTransformer, create_data_transformer
+from alf.datasets.format import DatasetInfo, DatasetWriter, check_output_path, step_spec
+from alf.environments import create_environment
 from alf.errors import CheckpointError, ConfigError, UserError
+from alf.trainers.checkpointer import Checkpointer, unreadable_reason
+from alf.trainers.trainer import CONFIG_FILE
+from alf.trainers.trainer_config import TrainerConfig
 
 #: steps gathered from the buffer per write, per row (bounds the export's memory)
 CHUNK_STEPS = 1 << 16
@@ -48,8 +54,6 @@ def parse_run_config(root_dir: Optional[str] = None, conf: Optional[str] = None,
     ``conf_params``. Returns the absolute ``root_dir`` (None with ``conf``).
 
     Raises ConfigError (one line) when ``root_dir`` is not a run directory."""
-    from alf import config as alf_config
-    from alf.trainers.trainer import CONFIG_FILE
     params = alf_config.iter_conf_params(list(conf_params))
     if root_dir is None:
         alf_config.parse_config(conf_file=conf, conf_params=params)
@@ -74,7 +78,6 @@ def env_specs(env: Any) -> Tuple[str, Any, Any, Any]:
 
 def transformer_members(transformer: Any) -> List[Any]:
     """The individual transformers of a (sequential) data transformer, identities dropped."""
-    from alf.algorithms.data_transformers import IdentityDataTransformer
     members = list(getattr(transformer, "members", [transformer]))
     return [m for m in members if not isinstance(m, IdentityDataTransformer)]
 
@@ -130,7 +133,6 @@ def find_saved_replay_buffer(root_dir: str) -> Tuple[int, str, dict]:
     """``(iteration, file, state)`` of the newest readable saved replay buffer of a run
     (loaded memory-mapped, without unpickling). Raises UserError (one line) when there is
     none, saying how to get one."""
-    from alf.trainers.checkpointer import Checkpointer
     ckpt_dir = os.path.join(root_dir, "train")
     checkpoints = Checkpointer(ckpt_dir).list_checkpoints()
     if not checkpoints:
@@ -153,7 +155,6 @@ def find_saved_replay_buffer(root_dir: str) -> Tuple[int, str, dict]:
             if not isinstance(state, dict) or "storage" not in state:
                 raise ValueError("not a replay buffer state")
         except Exception as e:  # noqa: BLE001 - any read failure: try the previous one
-            from alf.trainers.checkpointer import unreadable_reason
             logging.warning("Replay buffer file %s is unreadable (%s); trying the previous one",
                             rb, unreadable_reason(rb, e))
             continue
@@ -245,10 +246,6 @@ def export_replay_buffer(root_dir: str, out: str, conf_params: Sequence[str] = (
     that the buffer holds raw data; raises UserError (one line) when the run has no saved
     buffer, when its transformer changed observations or rewards, or when ``out`` exists
     (unless ``overwrite``)."""
-    from alf.algorithms.data_transformers import create_data_transformer
-    from alf.datasets.format import check_output_path
-    from alf.environments import create_environment
-    from alf.trainers.trainer_config import TrainerConfig
 
     root_dir = parse_run_config(root_dir=root_dir, conf_params=conf_params)
     out = os.path.abspath(os.path.expanduser(out))

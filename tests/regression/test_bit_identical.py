@@ -1,0 +1,78 @@
+"""Training is bit-identical to the recorded fixture: every bundled example, shrunk to a
+few iterations (async ones in the deterministic async mode), plus two resumes.
+
+The fixture (``fixtures/bit_identical.json``) holds, per case, the SHA-256 of every
+tensor of the final checkpoint (parameters, buffers, normalizer statistics, every
+optimizer's state, RNG states, replay buffer) and the plain values next to them
+(counters, episode metrics, learning rates); see ``bit_identical_cases.py``. A change
+of the training loop that is meant to be a pure refactor must leave all of them equal.
+
+If a change is *meant* to change numbers, regenerate the fixture (all cases, or
+``--cases`` for some) with ``python tests/regression/make_bit_identical_fixture.py`` and
+say so in the commit. The bits also depend on the library versions and on the CPU
+kernels torch picks (``environment`` in the fixture): on another stack the cases are
+skipped, since their numbers are not comparable there.
+"""
+import json
+import os
+
+import pytest
+
+pytest.importorskip("mujoco")
+pytest.importorskip("ale_py")
+
+import bit_identical_cases as bic  # noqa: E402
+
+with open(bic.FIXTURE) as _f:
+    FIXTURE = json.load(_f)
+
+_RUNNABLE_EXCEPT = {"atari.gin", "sac_actor.gin"}  # included by other examples
+
+
+def _same_stack():
+    here, there = bic.environment(), FIXTURE["environment"]
+    if here != there:
+        changed = ", ".join(f"{k} {there.get(k)} -> {here.get(k)}" for k in sorted(here)
+                            if here.get(k) != there.get(k))
+        pytest.skip(f"the fixture was recorded on another software/CPU stack ({changed}): "
+                    "regenerate it at the reference commit on this machine "
+                    "(tests/regression/make_bit_identical_fixture.py)")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A run directory for every case and the datasets of the offline / hybrid cases."""
+    _same_stack()
+    work = tmp_path_factory.mktemp("bit_identical")
+    return str(work), bic.make_datasets(str(work / "data"))
+
+
+def _report(what, expected, actual):
+    diff = bic.differences(expected, actual)
+    bad = sum(k not in actual or actual[k] != v for k, v in expected.items())
+    return (f"{what} is not bit-identical to {os.path.relpath(bic.FIXTURE)}: {bad} of "
+            f"{len(expected)} recorded entries differ; first differences, in checkpoint "
+            "order:\n  " + "\n  ".join(diff))
+
+
+def test_every_bundled_example_has_a_case():
+    from alf.config import EXAMPLES_DIR
+    examples = {f for f in os.listdir(EXAMPLES_DIR) if f.endswith(".gin")}
+    assert examples - _RUNNABLE_EXCEPT == {c.conf for c in bic.CASES.values()}
+    assert set(FIXTURE["cases"]) == set(bic.CASES)
+
+
+@pytest.mark.parametrize("name", sorted(bic.DATASETS))
+def test_dataset_is_bit_identical(work, name):
+    """The offline cases' data (a difference here explains theirs)."""
+    expected, actual = FIXTURE["datasets"][name], bic.dataset_digests(work[1][name])
+    if expected != actual:
+        pytest.fail(_report(f"dataset {name}", expected, actual))
+
+
+@pytest.mark.parametrize("name", list(bic.CASES))
+def test_training_is_bit_identical(work, name):
+    work_dir, datasets = work
+    expected, actual = FIXTURE["cases"][name], bic.run_case(name, work_dir, datasets)
+    if expected != actual:
+        pytest.fail(_report(f"case {name} ({bic.CASES[name].conf})", expected, actual))
