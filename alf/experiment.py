@@ -17,30 +17,15 @@ may still take ``config`` (and ``env``) in its constructor: it gets the
 TrainerConfig (learner and actor roles) and ``env=None``.
 """
 import inspect
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 
 from alf.algorithms.data_transformers import create_data_transformer
-from alf.data_structures import TimeStep
+from alf.environments.env_specs import EnvSpecs  # noqa: F401 - the experiment's spec type, re-exported
 from alf.errors import ConfigError
 from alf.utils.run_context import RunContext
 
 ROLES = ("learner", "actor", "player")
-
-
-class EnvSpecs(NamedTuple):
-    """What an experiment needs to know about its env (no env object required)."""
-    observation_spec: Any
-    action_spec: Any
-    reward_spec: Any
-    time_step_spec: TimeStep
-    env_name: str = ""
-
-    @staticmethod
-    def of(env: Any) -> "EnvSpecs":
-        """The specs of a built :class:`alf.environments.AlfEnvironment`."""
-        return EnvSpecs(env.observation_spec(), env.action_spec(), env.reward_spec(),
-                        env.time_step_spec(), env.env_name)
 
 
 def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",

@@ -21,7 +21,7 @@ gymnasium's own worker loop with two changes:
   inherits it), or a ``forkserver`` fork server that waits for its workers.
 
 ``Ctrl-C`` is unchanged: workers started by the Trainer ignore SIGINT
-(:func:`alf.trainers.interrupt_guard.sigint_ignored_in_children`) and are
+(:func:`alf.utils.process_signals.sigint_ignored_in_children`) and are
 closed by it; elsewhere gymnasium's worker reports the ``KeyboardInterrupt``
 to the live parent as before.
 """

@@ -33,10 +33,7 @@ import sys
 import threading
 from typing import Any, Dict, Iterator, Optional, Tuple
 
-# sigint_ignored_in_children is re-exported for alf/trainers/trainer.py until it imports
-# it from alf.utils.process_signals (issue 19).
-from alf.utils.process_signals import (STOP_SIGNALS, restore_handlers,  # noqa: F401
-                                       sigint_ignored_in_children)
+from alf.utils.process_signals import STOP_SIGNALS, restore_handlers
 
 #: why a run stops: ``(signum, cause)``, cause a few words such as "the launcher (pid 7)
 #: exited" when the signal was not sent by a person

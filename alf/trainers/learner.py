@@ -42,6 +42,7 @@ from alf.trainers.replay_source import ReplaySource
 from alf.trainers.training_settings import TrainingSettings
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.unrollers.unroll_result import UnrollResult
+from alf.utils.act_step import random_actions
 from alf.utils.run_context import RunContext
 
 
@@ -257,11 +258,8 @@ class Learner:
         """
         self.prepare()
         t0 = time.perf_counter()
-        override = None
-        if self.collecting_randomly():
-            device, spec = self._algorithm.device, self._algorithm.action_spec
-            override = lambda step: spec.sample(  # noqa: E731
-                (alf_nest.flatten(step.output)[0].shape[0],)).to(device)
+        override = (random_actions(self._algorithm.action_spec, self._algorithm.device)
+                    if self.collecting_randomly() else None)
         policy_step = self._algorithm.rollout_step
         if self.threaded:  # never act on half an optimizer step of the learner thread
             lock = self._context.weights_lock

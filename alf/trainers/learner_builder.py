@@ -25,7 +25,7 @@ from alf.trainers.learner_thread import check_threadable
 from alf.trainers.training_settings import TrainingSettings
 from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
 from alf.unrollers.sync_unroller import SyncUnroller
-from alf.trainers.interrupt_guard import sigint_ignored_in_children
+from alf.utils.process_signals import sigint_ignored_in_children
 from alf.utils.run_context import RunContext
 
 

@@ -34,8 +34,7 @@ from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
 from alf.trainers import data_parallel_trainer as dp
 from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGuard,
-                                          StopAtBoundary, TrainingInterrupted,
-                                          sigint_ignored_in_children, stop_signal,
+                                          StopAtBoundary, TrainingInterrupted, stop_signal,
                                           stop_words)
 from alf.trainers.learner_builder import build_learner, eval_env_kwargs
 from alf.trainers.learner_thread import make_iteration_runner
@@ -46,6 +45,7 @@ from alf.trainers.run_report import RunReport
 from alf.trainers.summary_writer import open_summary_writer
 from alf.trainers.thread_budget import run_thread_governor
 from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.process_signals import sigint_ignored_in_children
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import set_random_seed
 

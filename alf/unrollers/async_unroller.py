@@ -43,7 +43,7 @@ from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
 from alf.unrollers.actor_worker import Trajectory
 from alf.unrollers.env_groups import split_envs
-from alf.unrollers.env_worker import WorkerSpec, build_actor
+from alf.unrollers.env_worker import ActorSettings, WorkerSpec, build_actor
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
 from alf.unrollers.weight_channel import WeightChannel
@@ -250,12 +250,9 @@ class AsyncUnroller:
             worker_id=w.worker_id, incarnation=w.incarnation, config_text=self._config_text,
             seed=self._seed + w.incarnation * RESTART_SEED_STRIDE,
             envs_per_group=self._per_group, env_id_offsets=w.offsets, slots=w.slots,
-            weights=self._weights, heartbeat=self._heartbeat,
-            deterministic=self._mode == "deterministic",
-            update_period=self._update_period(), first_seq=w.next_seq,
-            base_version=self._base_version,
-            num_threads=int(self._config.env_worker_threads), learner_pid=os.getpid(),
-            initial_collect_steps=int(self._config.initial_collect_steps))
+            weights=self._weights, heartbeat=self._heartbeat, first_seq=w.next_seq,
+            base_version=self._base_version, learner_pid=os.getpid(),
+            settings=ActorSettings.from_trainer_config(self._config))
 
     def _update_period(self) -> int:
         return max(1, int(self._config.unroll_parameter_update_period))

@@ -31,7 +31,7 @@ import signal
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, List, Optional
+from typing import Any, List
 
 import gin
 import torch
@@ -79,13 +79,8 @@ class ActorSettings:
 
 @dataclasses.dataclass
 class WorkerSpec:
-    """Everything an env worker needs (picklable; tensors travel as shared memory).
-
-    ``settings`` carries the config slice. Until every caller passes it, the settings
-    are also accepted as separate fields, as before (``deterministic``,
-    ``update_period``, ``num_threads``; ``initial_collect_steps`` defaults to 0), from
-    which ``settings`` is built (the fields are then cleared); giving both is an error.
-    """
+    """Everything an env worker needs (picklable; tensors travel as shared memory);
+    ``settings`` is the slice of the run's config it reads."""
     worker_id: int
     incarnation: int  # 0, then +1 per restart
     config_text: str
@@ -97,33 +92,8 @@ class WorkerSpec:
     heartbeat: torch.Tensor  # shared float64 [num_workers]: time.time() of the last step
     first_seq: int  # sequence number of this incarnation's first trajectory
     learner_pid: int
-    settings: Optional[ActorSettings] = None
+    settings: ActorSettings  # the config slice the worker reads
     base_version: int = 0  # the learner's version when the run (or resume) started
-    # the former separate settings (see the class docstring)
-    deterministic: Optional[bool] = None
-    update_period: Optional[int] = None
-    num_threads: Optional[int] = None
-    initial_collect_steps: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        separate = {"deterministic": self.deterministic, "update_period": self.update_period,
-                    "num_threads": self.num_threads,
-                    "initial_collect_steps": self.initial_collect_steps}
-        given = {k: v for k, v in separate.items() if v is not None}
-        if self.settings is not None:
-            if given:
-                raise TypeError(f"WorkerSpec: give settings or {sorted(given)}, not both")
-            return
-        missing = sorted(set(separate) - set(given) - {"initial_collect_steps"})
-        if missing:
-            raise TypeError(f"WorkerSpec: settings (an ActorSettings) is required "
-                            f"(missing: {', '.join(missing)})")
-        self.settings = ActorSettings(deterministic=bool(self.deterministic),
-                                      update_period=int(self.update_period),
-                                      num_threads=int(self.num_threads),
-                                      initial_collect_steps=int(self.initial_collect_steps or 0))
-        self.deterministic = self.update_period = self.num_threads = None
-        self.initial_collect_steps = None
 
 
 class _Stop(BaseException):

@@ -29,17 +29,11 @@ def test_from_trainer_config(clean_gin):
     assert pickle.loads(pickle.dumps(s)) == s
 
 
-def test_worker_spec_takes_settings_or_the_former_separate_fields():
+def test_worker_spec_carries_the_settings_the_unroller_builds():
     s = ActorSettings(deterministic=True, update_period=2, num_threads=3, initial_collect_steps=7)
     assert _spec(settings=s).settings is s
-    legacy = _spec(deterministic=True, update_period=2, num_threads=3, initial_collect_steps=7)
-    assert legacy.settings == s
-    assert legacy.deterministic is None  # folded into settings
-    assert _spec(deterministic=False, update_period=1, num_threads=1).settings == ActorSettings()
-    with pytest.raises(TypeError, match="not both"):
-        _spec(settings=s, num_threads=3)
-    with pytest.raises(TypeError, match="update_period"):
-        _spec(deterministic=False, num_threads=1)
+    with pytest.raises(TypeError):  # the slice is required: no silent defaults
+        _spec()
 
 
 def test_the_run_config_is_found_by_its_gin_name():
