@@ -118,6 +118,13 @@ CASES: Dict[str, Case] = {
                                                 "TrainerConfig.num_updates_per_train_iter=4",
                                                 "DqnAlgorithm.target_update_period=2"]
                           + _offpolicy(collect=16), [6]),
+    # added after the Learner change (a new example: recorded from its first version)
+    "dyna_dqn_cart_pole": Case("dyna_dqn_cart_pole.gin", ["TrainerConfig.unroll_length=8",
+                                                          "TrainerConfig.num_updates_per_train_iter=2",
+                                                          "DynaDqnAlgorithm.target_update_period=2",
+                                                          "DynaDqnAlgorithm.model_updates=2",
+                                                          "DynaDqnAlgorithm.imagined_updates=2"]
+                               + _offpolicy(collect=16), [6]),
     "hybrid_sac_halfcheetah": Case("hybrid_sac_halfcheetah.gin",
                                    _short_episodes()
                                    + ["TrainerConfig.rl_train_after_update_steps=4"]
