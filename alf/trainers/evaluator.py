@@ -50,10 +50,7 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
             restored either way.
     """
     batch = env.batch_size
-    quota = math.ceil(num_episodes / batch)
-    done_per_env = [0] * batch
-    abandoned = [False] * batch
-    results: List[Tuple[float, int]] = []
+    tally = _EpisodeTally(batch, num_episodes, max_episode_steps)
     was_training = data_transformer.training
     data_transformer.eval()
     try:
@@ -64,50 +61,27 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
         init_state = algorithm.get_initial_predict_state(batch)
         state = init_state
         tstate = zeros_from_spec(data_transformer.state_spec, batch, device=device)
-        returns = torch.zeros(batch, dtype=torch.float64)
-        lengths = torch.zeros(batch, dtype=torch.int64)
         act = ActStep(data_transformer, algorithm.predict_step, init_state)
         override = (_epsilon_greedy(algorithm.action_spec, epsilon_greedy, batch)
                     if epsilon_greedy > 0 else None)
         for _ in range(max_steps):
-            step_type, reward = ts.step_type.cpu(), ts.reward.cpu()
-            first = step_type == StepType.FIRST
-            last = step_type == StepType.LAST
-            returns += torch.where(first, 0.0, reward.to(torch.float64).reshape(batch, -1).sum(1))
-            lengths += (~first).to(torch.int64)
-            for i in last.nonzero().flatten().tolist():
-                if abandoned[i]:
-                    abandoned[i] = False  # its next episode counts again
-                    continue
-                _record(results, done_per_env, i, quota, num_episodes, returns, lengths)
-            if max_episode_steps > 0:
-                capped = (lengths >= max_episode_steps) & ~last
-                for i in capped.nonzero().flatten().tolist():
-                    if not abandoned[i]:
-                        _record(results, done_per_env, i, quota, num_episodes, returns, lengths)
-                        abandoned[i] = True
-            returns[last] = 0.0
-            lengths[last] = 0
+            tally.observe(ts.step_type.cpu(), ts.reward.cpu())
             if on_step is not None:
-                on_step(lengths, returns)
-            if len(results) >= num_episodes:
+                on_step(tally.lengths, tally.returns)
+            if tally.complete():
                 break
-            if max_episode_steps > 0 and all(a or d >= quota
-                                             for a, d in zip(abandoned, done_per_env)):
-                # nothing more can come from the current episodes: start new ones
+            if tally.stuck():  # nothing more can come from the current episodes: new ones
                 ts = to_device(env.reset())
                 state = init_state
                 tstate = zeros_from_spec(data_transformer.state_spec, batch, device=device)
-                returns.zero_()
-                lengths.zero_()
-                abandoned = [False] * batch
+                tally.restart()
                 continue
             acted = act(ts, state, tstate, override)
             state, tstate = acted.alg_step.state, acted.transformer_state
             ts = to_device(env.step(acted.action))
     finally:
         data_transformer.train(was_training)
-    return results
+    return tally.results
 
 
 def _epsilon_greedy(action_spec, epsilon: float, batch: int) -> ActionOverride:
@@ -124,9 +98,60 @@ def _epsilon_greedy(action_spec, epsilon: float, batch: int) -> ActionOverride:
     return override
 
 
-def _record(results: List[Tuple[float, int]], done_per_env: List[int], i: int, quota: int,
-            num_episodes: int, returns: torch.Tensor, lengths: torch.Tensor) -> None:
-    """Append env ``i``'s episode if its quota and the total allow it; count it either way."""
-    if done_per_env[i] < quota and len(results) < num_episodes:
-        results.append((float(returns[i]), int(lengths[i])))
-    done_per_env[i] += 1
+class _EpisodeTally:
+    """Running returns ``[B]`` (float64) and lengths ``[B]`` (int64) of ``B`` envs, and the
+    finished episodes, each env at most ``ceil(num_episodes / B)`` of them (see
+    :func:`evaluate` for ``max_episode_steps``)."""
+
+    def __init__(self, batch: int, num_episodes: int, max_episode_steps: int):
+        self.quota = math.ceil(num_episodes / batch)
+        self.num_episodes = num_episodes
+        self.max_episode_steps = max_episode_steps
+        self.done_per_env = [0] * batch
+        self.abandoned = [False] * batch
+        self.results: List[Tuple[float, int]] = []
+        self.returns = torch.zeros(batch, dtype=torch.float64)
+        self.lengths = torch.zeros(batch, dtype=torch.int64)
+
+    def observe(self, step_type: torch.Tensor, reward: torch.Tensor) -> None:
+        """Count one vector-env step (``[B]`` step types, rewards ``[B, ...]``)."""
+        batch = step_type.shape[0]
+        first = step_type == StepType.FIRST
+        last = step_type == StepType.LAST
+        self.returns += torch.where(first, 0.0,
+                                    reward.to(torch.float64).reshape(batch, -1).sum(1))
+        self.lengths += (~first).to(torch.int64)
+        for i in last.nonzero().flatten().tolist():
+            if self.abandoned[i]:
+                self.abandoned[i] = False  # its next episode counts again
+                continue
+            self._record(i)
+        if self.max_episode_steps > 0:
+            capped = (self.lengths >= self.max_episode_steps) & ~last
+            for i in capped.nonzero().flatten().tolist():
+                if not self.abandoned[i]:
+                    self._record(i)
+                    self.abandoned[i] = True
+        self.returns[last] = 0.0
+        self.lengths[last] = 0
+
+    def _record(self, i: int) -> None:
+        """Append env ``i``'s episode if its quota and the total allow it; count it
+        either way."""
+        if self.done_per_env[i] < self.quota and len(self.results) < self.num_episodes:
+            self.results.append((float(self.returns[i]), int(self.lengths[i])))
+        self.done_per_env[i] += 1
+
+    def complete(self) -> bool:
+        return len(self.results) >= self.num_episodes
+
+    def stuck(self) -> bool:
+        """Every env is abandoned (capped) or has its quota: only new episodes can add."""
+        return self.max_episode_steps > 0 and all(
+            a or d >= self.quota for a, d in zip(self.abandoned, self.done_per_env))
+
+    def restart(self) -> None:
+        """The envs were reset: running episodes start over."""
+        self.returns.zero_()
+        self.lengths.zero_()
+        self.abandoned = [False] * len(self.abandoned)
