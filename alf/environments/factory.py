@@ -10,7 +10,7 @@ Gin usage::
 """
 import dataclasses
 import functools
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import gin
 import gymnasium as gym
@@ -100,30 +100,10 @@ def create_environment(env_name: str = "CartPole-v1",
         EnvironmentNotFoundError: unknown ``env_name`` (message lists close matches).
         UserError: unknown backend, bad argument, or a missing optional dependency.
     """
-    if backend != "auto":
-        _backends.get_backend(backend)  # UserError listing the valid names
-    if int(num_parallel_environments) < 1:
-        raise UserError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}.")
-    if max_episode_steps is not None and int(max_episode_steps) < 1:
-        raise UserError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}.")
-    if int(env_id_offset) < 0:
-        raise UserError(f"create_environment: env_id_offset must be >= 0, got {env_id_offset}.")
-    if num_threads is not None and int(num_threads) < 0:
-        raise UserError(f"create_environment: num_threads must be >= 0 (0: the engine's "
-                        f"default) or None, got {num_threads}.")
+    _check_arguments(backend, num_parallel_environments, max_episode_steps, env_id_offset,
+                     num_threads)
     spec = find_env_spec(env_name)
-    if is_atari_spec(spec):
-        atari = atari if atari is not None else atari_options()
-        if not isinstance(atari, AtariOptions):
-            raise UserError(f"create_environment: atari must be an AtariOptions (e.g. "
-                            f"@atari_options() in gin), got {atari!r}.")
-        if max_episode_steps is not None and atari.preprocessing:
-            atari = dataclasses.replace(
-                atari, max_episode_frames=int(max_episode_steps) * atari.frame_skip)
-            max_episode_steps = None
-    elif atari is not None:
-        raise UserError(f"create_environment: atari options were given for '{env_name}', which "
-                        "is not an Atari (ALE) game.")
+    atari, max_episode_steps = _resolve_atari(env_name, spec, atari, max_episode_steps)
     request = _backends.EnvRequest(
         env_name=env_name,
         num_envs=int(num_parallel_environments),
@@ -143,3 +123,42 @@ def create_environment(env_name: str = "CartPole-v1",
         return _backends.get_backend(backend).builder(request)
     except gym.error.DependencyNotInstalled as e:
         raise UserError(f"Environment '{env_name}' needs an optional dependency: {e}") from None
+
+
+def _check_arguments(backend: str, num_parallel_environments: int,
+                     max_episode_steps: Optional[int], env_id_offset: int,
+                     num_threads: Optional[int]) -> None:
+    """One UserError for an argument of :func:`create_environment` out of range (from
+    Python; gin bindings are checked earlier, with their file and line)."""
+    if backend != "auto":
+        _backends.get_backend(backend)  # UserError listing the valid names
+    if int(num_parallel_environments) < 1:
+        raise UserError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}.")
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+        raise UserError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}.")
+    if int(env_id_offset) < 0:
+        raise UserError(f"create_environment: env_id_offset must be >= 0, got {env_id_offset}.")
+    if num_threads is not None and int(num_threads) < 0:
+        raise UserError(f"create_environment: num_threads must be >= 0 (0: the engine's "
+                        f"default) or None, got {num_threads}.")
+
+
+def _resolve_atari(env_name: str, spec: Any, atari: Optional[AtariOptions],
+                   max_episode_steps: Optional[int]
+                   ) -> Tuple[Optional[AtariOptions], Optional[int]]:
+    """``(atari options, max_episode_steps)`` for the env: an Atari id gets the
+    gin-configured options unless given, and its step limit becomes a frame limit of the
+    preprocessing; any other id must not get Atari options."""
+    if is_atari_spec(spec):
+        atari = atari if atari is not None else atari_options()
+        if not isinstance(atari, AtariOptions):
+            raise UserError(f"create_environment: atari must be an AtariOptions (e.g. "
+                            f"@atari_options() in gin), got {atari!r}.")
+        if max_episode_steps is not None and atari.preprocessing:
+            atari = dataclasses.replace(
+                atari, max_episode_frames=int(max_episode_steps) * atari.frame_skip)
+            max_episode_steps = None
+    elif atari is not None:
+        raise UserError(f"create_environment: atari options were given for '{env_name}', which "
+                        "is not an Atari (ALE) game.")
+    return atari, max_episode_steps
