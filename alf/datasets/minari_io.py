@@ -340,38 +340,13 @@ def import_minari(dataset_id_or_path: str, out: str, *, minari_root: Optional[st
                            source=source, overwrite=overwrite)
     with writer:
         for episode in storage.get_episodes(indices):
-            where = f"Minari dataset {name} episode {episode['id']}"
-            rewards = np.asarray(episode["rewards"])
-            n = len(rewards)
-            if n == 0:
+            converted = _episode_steps(episode, name, obs_space, act_space, obs_spec, act_spec,
+                                       reward_shape)
+            if converted is None:
                 empty += 1
                 continue
-            terminated = np.asarray(episode["terminations"], dtype=bool).reshape(-1)
-            truncated = np.asarray(episode["truncations"], dtype=bool).reshape(-1)
-            if terminated.shape != (n,) or truncated.shape != (n,):
-                raise UserError(f"{where}: {n} rewards but {terminated.size} terminations and "
-                                f"{truncated.size} truncations")
-            early = np.flatnonzero(terminated[:-1] | truncated[:-1])
-            if early.size:
-                raise UserError(f"{where} ends at step {early[0]} of {n} (terminated or "
-                                "truncated before its last step); alf needs one episode per "
-                                "Minari episode")
-            if rewards.shape[1:] != reward_shape:
-                raise UserError(f"{where}: rewards of shape {list(rewards.shape[1:])} per "
-                                f"step, the first episode has {list(reward_shape)}")
-            unflagged += int(not (terminated[-1] or truncated[-1]))
-            observation = _episode_leaves(episode["observations"], obs_space, obs_spec, n + 1,
-                                          "observations", where)
-            action = _episode_leaves(episode["actions"], act_space, act_spec, n, "actions",
-                                     where)
-            step_type = np.full(n + 1, StepType.MID, np.int32)
-            step_type[0], step_type[-1] = StepType.FIRST, StepType.LAST
-            reward = np.zeros((n + 1,) + reward_shape, np.float32)
-            reward[1:] = rewards
-            discount = np.ones(n + 1, np.float32)
-            discount[-1] = 0.0 if terminated[-1] else 1.0
-            steps = DatasetSteps(step_type=step_type, reward=reward, discount=discount,
-                                 observation=observation, action=_map(_pad_last, action))
+            steps, flagged = converted
+            unflagged += int(not flagged)
             writer.append(_map_steps(lambda x: x[:, None], steps))  # [n + 1, 1 row, ...]
         info = writer.close()
     if empty:
@@ -380,6 +355,48 @@ def import_minari(dataset_id_or_path: str, out: str, *, minari_root: Optional[st
         logger.warning("Minari dataset %s: %d episode(s) end neither terminated nor truncated; "
                        "imported as truncated (discount 1)", name, unflagged)
     return info
+
+
+def _episode_steps(episode: Any, name: str, obs_space: Any, act_space: Any, obs_spec: Any,
+                   act_spec: Any, reward_shape: Tuple[int, ...]
+                   ) -> Optional[Tuple[DatasetSteps, bool]]:
+    """One Minari episode of ``n`` steps as ``n + 1`` alf steps (FIRST, MID..., LAST; the
+    reward and discount of step ``t`` are those that led to it) and whether its last step
+    is flagged terminated or truncated; None if it is empty.
+
+    Raises:
+        UserError: inconsistent termination flags, an episode that ends before its last
+            step, or rewards shaped unlike the first episode's.
+    """
+    where = f"Minari dataset {name} episode {episode['id']}"
+    rewards = np.asarray(episode["rewards"])
+    n = len(rewards)
+    if n == 0:
+        return None
+    terminated = np.asarray(episode["terminations"], dtype=bool).reshape(-1)
+    truncated = np.asarray(episode["truncations"], dtype=bool).reshape(-1)
+    if terminated.shape != (n,) or truncated.shape != (n,):
+        raise UserError(f"{where}: {n} rewards but {terminated.size} terminations and "
+                        f"{truncated.size} truncations")
+    early = np.flatnonzero(terminated[:-1] | truncated[:-1])
+    if early.size:
+        raise UserError(f"{where} ends at step {early[0]} of {n} (terminated or truncated "
+                        "before its last step); alf needs one episode per Minari episode")
+    if rewards.shape[1:] != reward_shape:
+        raise UserError(f"{where}: rewards of shape {list(rewards.shape[1:])} per step, the "
+                        f"first episode has {list(reward_shape)}")
+    observation = _episode_leaves(episode["observations"], obs_space, obs_spec, n + 1,
+                                  "observations", where)
+    action = _episode_leaves(episode["actions"], act_space, act_spec, n, "actions", where)
+    step_type = np.full(n + 1, StepType.MID, np.int32)
+    step_type[0], step_type[-1] = StepType.FIRST, StepType.LAST
+    reward = np.zeros((n + 1,) + reward_shape, np.float32)
+    reward[1:] = rewards
+    discount = np.ones(n + 1, np.float32)
+    discount[-1] = 0.0 if terminated[-1] else 1.0
+    steps = DatasetSteps(step_type=step_type, reward=reward, discount=discount,
+                         observation=observation, action=_map(_pad_last, action))
+    return steps, bool(terminated[-1] or truncated[-1])
 
 
 def _map_steps(fn, steps: DatasetSteps) -> DatasetSteps:
