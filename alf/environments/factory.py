@@ -105,17 +105,13 @@ def create_environment(env_name: str = "CartPole-v1",
     spec = find_env_spec(env_name)
     atari, max_episode_steps = _resolve_atari(env_name, spec, atari, max_episode_steps)
     request = _backends.EnvRequest(
-        env_name=env_name,
-        num_envs=int(num_parallel_environments),
-        seed=int(seed),
+        env_name=env_name, num_envs=int(num_parallel_environments), seed=int(seed),
         env_kwargs=dict(env_kwargs or {}),
         gym_wrappers=tuple(_with_gin_bindings(w) for w in gym_wrappers),
         render_mode=render_mode,
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
-        atari=atari,
-        env_id_offset=int(env_id_offset),
-        num_threads=None if num_threads is None else int(num_threads),
-    )
+        atari=atari, env_id_offset=int(env_id_offset),
+        num_threads=None if num_threads is None else int(num_threads))
     if backend == "auto":
         backend = _backends.select_auto_backend(request, spec)
     _backends.check_backend_request(backend, request)  # options, then optional packages
