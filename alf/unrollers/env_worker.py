@@ -36,9 +36,15 @@ from typing import Any, List
 import gin
 import torch
 
+from alf import config as alf_config
+from alf.environments import create_environment
+from alf.experiment import EnvSpecs, build_algorithm
+from alf.unrollers.actor_worker import ActorWorker
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils.parent_watchdog import start_parent_watchdog
+from alf.utils.run_context import RunContext
+from alf.utils.seeding import set_random_seed
 
 WATCHDOG_PERIOD_S = 0.5
 """How often a worker checks that its learner is still alive (seconds)."""
@@ -153,12 +159,6 @@ def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None):
 
     ``serial_config``: the parsed TrainerConfig when running in the learner's process
     (serial mode: gin is already parsed); None in a worker process (parse the text)."""
-    from alf import config as alf_config
-    from alf.environments import create_environment
-    from alf.experiment import EnvSpecs, build_algorithm
-    from alf.unrollers.actor_worker import ActorWorker
-    from alf.utils.run_context import RunContext
-
     if serial_config is None:
         alf_config.parse_config(config_text=spec.config_text, config_name="<run config>")
         config = gin.get_configurable(RUN_CONFIG)()  # TrainerConfig() (module docstring)
@@ -192,7 +192,6 @@ def worker_main(spec: WorkerSpec, conn: Connection) -> None:
     start_parent_watchdog(parent_pid=spec.learner_pid, period_s=WATCHDOG_PERIOD_S,
                           name="alf-learner-watchdog")
     torch.set_num_threads(max(1, spec.settings.num_threads))
-    from alf.utils.seeding import set_random_seed
     # the actor's own sampling stream (exploration): per worker and incarnation
     set_random_seed((spec.seed + 7919 * (spec.worker_id + 1)) % (2 ** 31))
     link = _LearnerLink(spec, conn)
