@@ -49,15 +49,15 @@ def run_alf(iters: int, threads: int) -> float:
               "TrainerConfig.checkpoint_interval=100000000", "TrainerConfig.random_seed=0"]
     alf_config.parse_config(conf_file="ppo_atari.gin", conf_params=params)
     trainer = Trainer(TrainerConfig(), root, quiet=True)
-    algorithm = trainer.algorithm
-    original = algorithm.train_iter
+    learner = trainer.learner
+    original = learner.train_iter
     stamps = []
 
     def timed_train_iter():
         stamps.append(time.perf_counter())
         return original()
 
-    algorithm.train_iter = timed_train_iter
+    learner.train_iter = timed_train_iter
     trainer.run()
     end = time.perf_counter()
     steps = trainer.context.env_steps

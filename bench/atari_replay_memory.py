@@ -68,9 +68,9 @@ def main() -> None:
     alf_config.parse_config(conf_file="dqn_atari.gin", conf_params=params)
     rss0 = resident_bytes()  # before the trainer (env, networks, buffer) exists
     trainer = Trainer(TrainerConfig(), tempfile.mkdtemp(prefix="alf_atari_mem_"), quiet=True)
-    alg = trainer.algorithm
-    alg.prepare()
-    rb = alg.replay_buffer
+    alg, learner = trainer.algorithm, trainer.learner
+    learner.prepare()
+    rb = learner.replay_buffer
 
     # record the stacked observations the agent saw, to check the re-stacked samples
     seen = []
@@ -85,7 +85,7 @@ def main() -> None:
     unroll = 250
     with torch.no_grad():
         for _ in range(per_env // unroll):
-            alg.unroll(unroll)
+            learner.collect(unroll)
             if len(seen) > 4 * unroll:  # keep only the recent part in memory
                 del seen[:unroll]
     fill_s = time.perf_counter() - t0
@@ -97,7 +97,7 @@ def main() -> None:
     total = int(rb.current_pos()[0])
     first_kept = total - len(seen)
     truth = torch.stack(seen)  # [T_recent, B, 4, 84, 84]
-    data = alg.sample_replay(256, 2)
+    data = learner.replay.sample(256, 2)
     checked = 0
     for i, (b, pos) in enumerate(zip(data.batch_info.env_ids.tolist(),
                                      data.batch_info.positions.tolist())):
@@ -111,8 +111,8 @@ def main() -> None:
     positions = torch.randint(first_kept, total - 2, (256,), generator=gen)
     stored_part = rb.get_by_position(env_ids, positions, 2)
     restored = restore_derived_fields(rb, stored_part, env_ids, positions,
-                                      alg._full_experience_spec.time_step.prev_action,
-                                      frame_stacker=alg._frame_stacker)
+                                      learner.replay.full_experience_spec.time_step.prev_action,
+                                      frame_stacker=learner.replay.frame_stacker)
     want = torch.stack([truth[p - first_kept:p - first_kept + 2, b]
                         for p, b in zip(positions.tolist(), env_ids.tolist())])
     assert torch.equal(restored.time_step.observation, want)

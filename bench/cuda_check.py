@@ -3,7 +3,7 @@
     python bench/cuda_check.py [--device cuda] [--iterations 150]
 
 Builds each example through the Trainer (envs on CPU, algorithm, states and replay
-buffer on the device), runs ``train_iter`` directly (no TensorBoard needed), and
+buffer on the device), runs ``Learner.train_iter`` directly (no TensorBoard needed), and
 prints where the parameters/buffer live, env steps per second and the average
 training return at the end.
 """
@@ -28,19 +28,19 @@ def main() -> None:
         alf_config.parse_config(conf, [f"TrainerConfig.device='{args.device}'",
                                        "TrainerConfig.evaluate=False"])
         trainer = Trainer(TrainerConfig(), tempfile.mkdtemp(), quiet=True)
-        alg = trainer.algorithm
+        alg, learner = trainer.algorithm, trainer.learner
         t0 = time.perf_counter()
         for _ in range(iters):
             trainer.context.iteration += 1
-            alg.train_iter()
+            learner.train_iter()
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-        rb = alg.replay_buffer
+        rb = learner.replay_buffer
         print(f"{conf}: params on {alg.device}, replay buffer on "
               f"{rb.device if rb is not None else '-'}; {trainer.context.env_steps:,} env steps in "
               f"{dt:.1f} s ({trainer.context.env_steps / dt:,.0f}/s); average return "
-              f"{alg.metrics.average_return():.1f}", flush=True)
+              f"{learner.metrics.average_return():.1f}", flush=True)
         trainer.close()
 
 

@@ -70,7 +70,7 @@ def run_alf(steps: int, seed: int, threads: int, extra: List[str]) -> Tuple[floa
     trainer.run()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     steps = trainer.context.env_steps
-    result = steps / seconds, steps / cpu, float(trainer.algorithm.metrics.average_return())
+    result = steps / seconds, steps / cpu, float(trainer.learner.metrics.average_return())
     shutil.rmtree(root, ignore_errors=True)
     return result
 

@@ -156,8 +156,8 @@ def alf_worker(args) -> dict:
               "IqlAlgorithm.target_update_tau = 0.005", "IqlAlgorithm.num_critics = 2"]
     alf_config.parse_config(conf_params=params)
     trainer = Trainer(TrainerConfig(), root, quiet=True)
-    alg, ctx = trainer.algorithm, trainer.context
-    original, stamps, done = alg.train_iter, {}, [0]
+    alg, learner, ctx = trainer.algorithm, trainer.learner, trainer.context
+    original, stamps, done = learner.train_iter, {}, [0]
 
     def timed_train_iter():
         if done[0] == warm_iters:
@@ -170,15 +170,16 @@ def alf_worker(args) -> dict:
             stamps["u1"] = ctx.num_updates
         return result
 
-    alg.train_iter = timed_train_iter
+    learner.train_iter = timed_train_iter
     trainer.run()
     updates = stamps["u1"] - stamps["u0"]
     rate = updates / (stamps["t1"] - stamps["t0"])
     cpu_rate = updates / (stamps["c1"] - stamps["c0"])
 
     # update only: the same gradient step on batches sampled beforehand
-    length = alg.replay_sequence_length()
-    batches = [alg.preprocess_experience(alg.sample_replay(BATCH, length, alg.offline_buffer))
+    length = learner.replay.sequence_length()
+    batches = [alg.preprocess_experience(learner.replay.sample(BATCH, length,
+                                                               learner.offline_buffer))
                for _ in range(16)]
     n = max(1, args.updates // 2)
     for i in range(min(n, 50)):

@@ -41,15 +41,15 @@ def run_alf(algo: str, env_name: str, warmup: int, learn_steps: int, threads: in
     alf_config.parse_config(conf_file=CONF[algo], conf_params=params)
     trainer = Trainer(TrainerConfig(), root, quiet=True)
     stamps = {}
-    algorithm = trainer.algorithm
-    original = algorithm.train_iter
+    learner = trainer.learner
+    original = learner.train_iter
 
     def timed_train_iter():
         if trainer.context.env_steps == warmup and "start" not in stamps:
             stamps["start"] = time.perf_counter()
         return original()
 
-    algorithm.train_iter = timed_train_iter
+    learner.train_iter = timed_train_iter
     trainer.run()
     return learn_steps / (time.perf_counter() - stamps["start"])
 

@@ -5,7 +5,7 @@
 Measures, on 8 CartPole-v1 envs (same backend for every line):
   1. raw gymnasium vector env stepped with pre-sampled random actions (numpy);
   2. the alf environment (TimeStep conversion) stepped with random actions;
-  3. alf's sync unroll (``RLAlgorithm.unroll``: transformer, ``rollout_step``
+  3. alf's sync unroll (``Learner.collect``: transformer, ``rollout_step``
      of a PPO policy with a tiny MLP, experience stacking, metrics, replay write).
   4. the peer: stable-baselines3 PPO's ``collect_rollouts`` with the same MLP
      (its DummyVecEnv of 8 CartPole envs), unless ``--no_sb3``.
@@ -58,7 +58,9 @@ def main() -> None:
     import alf
     from alf import config as alf_config
     from alf.environments import create_environment
+    from alf.trainers.learner import Learner
     from alf.trainers.trainer_config import TrainerConfig
+    from alf.trainers.training_settings import TrainingSettings
     from alf.algorithms.ppo_algorithm import PPOAlgorithm
     from alf.utils.run_context import RunContext
 
@@ -94,15 +96,14 @@ def main() -> None:
         "TrainerConfig.unroll_length = 100\nTrainerConfig.replay_buffer_length = 101\n"
         f"ActorDistributionNetwork.fc_layer_params = {hidden}\n"
         f"ValueNetwork.fc_layer_params = {hidden}\n"))
-    config = TrainerConfig()
-    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
-                       context=RunContext())
-    alg.prepare()
-    rb = alg.replay_buffer
+    settings = TrainingSettings.from_config(TrainerConfig())
+    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), context=RunContext())
+    learner = Learner.for_env(alg, env, settings)
+    rb = learner.replay_buffer
 
     def unroll():
         with torch.no_grad():
-            alg.unroll(100)
+            learner.collect(100)
         rb.clear(keep_last=True)
 
     unroll_rate = rate(unroll, max(10, args.steps // 100), B * 100)
@@ -123,14 +124,13 @@ def main() -> None:
             RandomPolicy.k += 1
             return AlgStep(output=presampled[RandomPolicy.k & 63], state=state)
 
-    rnd = RandomPolicy(env.observation_spec(), env.action_spec(), env=env, config=config,
-                       context=RunContext())
-    rnd.prepare()
+    rnd = RandomPolicy(env.observation_spec(), env.action_spec(), context=RunContext())
+    rnd_learner = Learner.for_env(rnd, env, settings)
 
     def unroll_random():
         with torch.no_grad():
-            rnd.unroll(100)
-        rnd.replay_buffer.clear(keep_last=True)
+            rnd_learner.collect(100)
+        rnd_learner.replay_buffer.clear(keep_last=True)
 
     random_rate = rate(unroll_random, max(10, args.steps // 100), B * 100)
     with torch.no_grad():

@@ -14,6 +14,7 @@ from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.optimizers import Adam
 from alf.utils.run_context import RunContext
+from tests.learner_helpers import learner_for
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 GAMMA, LAMBDA = 0.9, 0.8
@@ -90,11 +91,13 @@ def test_a2c_loss_with_monte_carlo_returns():
 
 
 def _a2c(env, cfg, ctx):
-    return ActorCriticAlgorithm(
-        env.observation_spec(), env.action_spec(), env=env, config=cfg, context=ctx,
+    """A prepared Learner training a small A2C on ``env`` (``learner.algorithm``)."""
+    alg = ActorCriticAlgorithm(
+        env.observation_spec(), env.action_spec(), context=ctx,
         actor_network_ctor=functools.partial(ActorDistributionNetwork, fc_layer_params=(8,)),
         value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,)),
         optimizer=Adam(lr=1e-2))
+    return learner_for(alg, env, cfg)
 
 
 def test_a2c_train_iter_on_cartpole_updates_every_parameter_once():
@@ -102,11 +105,12 @@ def test_a2c_train_iter_on_cartpole_updates_every_parameter_once():
     try:
         cfg = TrainerConfig(algorithm_ctor=ActorCriticAlgorithm, num_iterations=2, unroll_length=4)
         ctx = RunContext(num_iterations=2)
-        alg = _a2c(env, cfg, ctx)
+        learner = _a2c(env, cfg, ctx)
+        alg = learner.algorithm
         before = [p.detach().clone() for p in alg.parameters()]
-        assert alg.train_iter() == 8
+        assert learner.train_iter() == 8
         assert ctx.env_steps == 8 and ctx.num_updates == 1
-        assert alg.replay_buffer is None  # on-policy: no buffer
+        assert learner.replay_buffer is None  # on-policy: no buffer
         assert all(not torch.equal(a, p) for a, p in zip(before, alg.parameters()))
         with pytest.raises(ConfigError, match="on-policy and needs TrainerConfig.unroll_length >= 2"):
             _a2c(env, TrainerConfig(algorithm_ctor=ActorCriticAlgorithm, num_iterations=1,

@@ -20,6 +20,7 @@ from alf.trainers.trainer_config import TrainerConfig
 from alf.utils import value_ops
 from alf.utils.optimizers import Adam
 from alf.utils.run_context import RunContext
+from tests.learner_helpers import learner_for
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -230,7 +231,7 @@ def test_learns_cart_pole_in_a_short_sync_run(make_trainer, tmp_path, name, conf
     assert type(trainer.algorithm).__name__ == name
     returns = [v for _, v in _scalars(root, "Metrics/AverageReturn")]
     assert returns[0] < 40
-    assert trainer.algorithm.metrics.average_return() > 100
+    assert trainer.learner.metrics.average_return() > 100
     rho = [v for _, v in _scalars(root, f"VTrace/{name}/rho_mean")]
     # sync: only the kept first step of each iteration's buffer is off-policy (see below)
     assert rho and all(abs(r - 1.0) < 0.02 for r in rho)
@@ -254,10 +255,11 @@ def test_sync_whole_buffer_only_the_kept_step_is_off_policy():
     try:
         config = TrainerConfig(algorithm_ctor=Recording, num_iterations=2, unroll_length=4,
                                mini_batch_size=4, num_updates_per_train_iter=2)
-        alg = Recording(env.observation_spec(), env.action_spec(), env=env, config=config,
+        alg = Recording(env.observation_spec(), env.action_spec(),
                         context=RunContext(num_iterations=2), optimizer=Adam(lr=1e-2), **SMALL)
-        alg.train_iter()
-        alg.train_iter()
+        learner = learner_for(alg, env, config)
+        learner.train_iter()
+        learner.train_iter()
     finally:
         env.close()
     first, second = log_rhos
@@ -268,11 +270,22 @@ def test_sync_whole_buffer_only_the_kept_step_is_off_policy():
 
 
 # -------------------------------------------------------------- (d) PPO and async unroll
+def _learner(cls, config):
+    """A Learner around ``_alg(cls)`` stepping CartPole (the config is checked when the
+    Learner is prepared)."""
+    from alf.environments.factory import create_environment
+    env = create_environment("CartPole-v1", 2, backend="vector", seed=0)
+    try:
+        return learner_for(_alg(cls), env, config)
+    finally:
+        env.close()
+
+
 def test_ppo_refuses_async_unroll_but_appo_and_impala_accept_it():
     config = TrainerConfig(algorithm_ctor=PPOAlgorithm, num_iterations=1, unroll_length=4,
                            async_unroll=True)
     with pytest.raises(ConfigError) as e:
-        _alg(PPOAlgorithm, config=config)
+        _learner(PPOAlgorithm, config)
     assert str(e.value).splitlines()[0] == (  # gin appends "In call to configurable ..."
         "PPOAlgorithm trains on its own fresh samples; with TrainerConfig.async_unroll=True "
         "the samples come from an older policy: use APPOAlgorithm (PPO's loss with V-trace "
@@ -283,12 +296,12 @@ def test_ppo_refuses_async_unroll_but_appo_and_impala_accept_it():
         pass
 
     with pytest.raises(ConfigError, match="^MyPPO trains on its own fresh samples"):
-        _alg(MyPPO, config=config)
+        _learner(MyPPO, config)
     for cls in (APPOAlgorithm, ImpalaAlgorithm):
         assert cls.supports_async_unroll
-        assert _alg(cls, config=config).config is config
+        assert _learner(cls, config).settings.async_unroll
     config.async_unroll = False
-    assert _alg(PPOAlgorithm, config=config).config is config
+    assert not _learner(PPOAlgorithm, config).settings.async_unroll
 
 
 def test_train_command_refuses_ppo_with_async_unroll(alf_cli, tmp_path):

@@ -227,9 +227,9 @@ def test_trainer_replays_exactly_the_stacked_observations_it_rolled_out(make_tra
     if algorithm == "DqnAlgorithm":
         conf += "TrainerConfig.replay_buffer_length = 100\nTrainerConfig.initial_collect_steps = 8\n"
     trainer = make_trainer(tmp_path / "fs", conf)
-    alg = trainer.algorithm
-    alg.prepare()
-    assert tuple(alg.replay_buffer.data_spec.time_step.observation.shape) == (4,)
+    alg, learner = trainer.algorithm, trainer.learner
+    learner.prepare()
+    assert tuple(learner.replay_buffer.data_spec.time_step.observation.shape) == (4,)
     assert tuple(alg.observation_spec.shape) == (12,)
     seen = []  # [T] of [B, 12]
     rollout_step = alg.rollout_step
@@ -241,18 +241,18 @@ def test_trainer_replays_exactly_the_stacked_observations_it_rolled_out(make_tra
     alg.rollout_step = recording_rollout_step
     for _ in range(6):
         with torch.no_grad():
-            alg.unroll(4)
+            learner.collect(4)
         truth = torch.stack(seen)  # [T, B, 12]
         if algorithm == "DqnAlgorithm":
-            data = alg.sample_replay(16, 2)
+            data = learner.replay.sample(16, 2)
             pos, env = data.batch_info.positions, data.batch_info.env_ids
             want = torch.stack([truth[p:p + 2, b] for p, b in zip(pos.tolist(), env.tolist())])
         else:
-            data = alg.gather_replay()
-            env, pos = gather_all_positions(alg.replay_buffer)
+            data = learner.replay.gather()
+            env, pos = gather_all_positions(learner.replay_buffer)
             n = data.action.shape[1]
             want = torch.stack([truth[p:p + n, b] for p, b in zip(pos.tolist(), env.tolist())])
-            alg.replay_buffer.clear(keep_last=True)
+            learner.replay_buffer.clear(keep_last=True)
         assert torch.equal(data.time_step.observation, want)
     assert len(seen) == 24  # 6 unrolls of 4 steps, crossing several 7-step episodes
 
@@ -273,9 +273,9 @@ def test_atari_replay_returns_the_stacked_frames_the_agent_saw(make_trainer, tmp
     TrainerConfig.num_threads = 1
     """
     trainer = make_trainer(tmp_path / "breakout", conf)
-    alg = trainer.algorithm
-    alg.prepare()
-    assert tuple(alg.replay_buffer.data_spec.time_step.observation.shape) == (1, 84, 84)
+    alg, learner = trainer.algorithm, trainer.learner
+    learner.prepare()
+    assert tuple(learner.replay_buffer.data_spec.time_step.observation.shape) == (1, 84, 84)
     assert tuple(alg.observation_spec.shape) == (4, 84, 84)
     seen, steps = [], []
     rollout_step = alg.rollout_step
@@ -287,11 +287,11 @@ def test_atari_replay_returns_the_stacked_frames_the_agent_saw(make_trainer, tmp
 
     alg.rollout_step = recording_rollout_step
     with torch.no_grad():
-        alg.unroll(70)  # episodes truncated at 30 steps: two resets per env
+        learner.collect(70)  # episodes truncated at 30 steps: two resets per env
     truth = torch.stack(seen)
     assert int((torch.stack(steps) == FIRST).sum()) >= 4
     assert truth[1:].float().std() > 0  # real, changing frames
-    data = alg.sample_replay(64, 2)
+    data = learner.replay.sample(64, 2)
     pos, env = data.batch_info.positions.tolist(), data.batch_info.env_ids.tolist()
     want = torch.stack([truth[p:p + 2, b] for p, b in zip(pos, env)])
     assert torch.equal(data.time_step.observation, want)

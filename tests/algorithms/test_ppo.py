@@ -1,4 +1,5 @@
-"""PPO: the clipped loss by hand, GAE preprocessing, whole-buffer mini-batching, train_iter."""
+"""PPO: the clipped loss by hand, GAE preprocessing, whole-buffer mini-batching, training
+through the Learner."""
 import functools
 import math
 
@@ -20,6 +21,7 @@ from alf.utils import value_ops
 from alf.utils.optimizers import Adam
 from alf.utils.run_context import RunContext
 from alf.utils.schedules import LinearSchedule
+from tests.learner_helpers import learner_for
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -110,7 +112,7 @@ def test_ppo_loss_without_normalisation_and_without_summaries():
 
 
 # ------------------------------------------------------------ preprocess_experience
-def _ppo(env=None, config=None, context=None, rnn=False, **kwargs):
+def _ppo(env=None, context=None, rnn=False, **kwargs):
     obs_spec = env.observation_spec() if env is not None else TensorSpec((4,))
     act_spec = env.action_spec() if env is not None else BoundedTensorSpec((), torch.int64, 0, 1)
     if rnn:
@@ -120,7 +122,7 @@ def _ppo(env=None, config=None, context=None, rnn=False, **kwargs):
     else:
         actor = functools.partial(ActorDistributionNetwork, fc_layer_params=(8,))
         value = functools.partial(ValueNetwork, fc_layer_params=(8,))
-    return PPOAlgorithm(obs_spec, act_spec, env=env, config=config,
+    return PPOAlgorithm(obs_spec, act_spec,
                         context=context or RunContext(num_iterations=10),
                         actor_network_ctor=actor, value_network_ctor=value,
                         optimizer=Adam(lr=1e-3), **kwargs)
@@ -241,11 +243,12 @@ def test_train_iter_keeps_the_last_step_for_the_next_iteration():
     env = create_environment("CartPole-v1", 2, backend="vector", seed=0)
     try:
         ctx = RunContext(num_iterations=3)
-        alg = RecordingPPO(env.observation_spec(), env.action_spec(), env=env, config=_config(),
-                           context=ctx, optimizer=Adam(lr=1e-3), **SMALL_NETS)
+        alg = RecordingPPO(env.observation_spec(), env.action_spec(), context=ctx,
+                           optimizer=Adam(lr=1e-3), **SMALL_NETS)
+        learner = learner_for(alg, env, _config())
         before = [p.detach().clone() for p in alg.parameters()]
-        assert alg.train_iter() == 8
-        buf = alg.replay_buffer
+        assert learner.train_iter() == 8
+        buf = learner.replay_buffer
         assert buf.max_length == 6  # unroll_length + 1 kept step + 1 slot for its predecessor
         assert torch.equal(buf.current_size(), torch.ones(2, dtype=torch.int64))
         first = alg.gathered[0]
@@ -253,11 +256,11 @@ def test_train_iter_keeps_the_last_step_for_the_next_iteration():
         # 3 transitions x 2 envs = 6 samples, mini-batches of 4 -> 2 per epoch, 2 epochs
         assert ctx.num_updates == 4 and ctx.env_steps == 8
         assert all(not torch.equal(a, p) for a, p in zip(before, alg.parameters()))
-        kept = alg.gather_replay()
+        kept = learner.replay.gather()
         for k, g in zip(nest.flatten(kept), nest.flatten(first)):
             assert torch.equal(k[:, 0], g[:, -1])
 
-        alg.train_iter()
+        learner.train_iter()
         second = alg.gathered[1]
         assert second.time_step.step_type.shape == (2, 5)  # unroll_length + 1
         for a, b in zip(nest.flatten(second), nest.flatten(first)):
@@ -284,20 +287,26 @@ def test_sequences_as_long_as_the_unroll_train_from_the_first_iteration():
 
         cfg = _config(unroll_length=4, mini_batch_size=2, mini_batch_length=4,
                       num_updates_per_train_iter=1)
-        alg = Recording(env.observation_spec(), env.action_spec(), env=env, config=cfg,
+        alg = Recording(env.observation_spec(), env.action_spec(),
                         context=RunContext(num_iterations=3), optimizer=Adam(), **SMALL_NETS)
-        alg.train_iter()  # 4 stored steps -> 3 transitions per env: one [L=3, B=2] batch
-        alg.train_iter()  # kept step + 4 -> 4 transitions per env: one [L=4, B=2] batch
+        learner = learner_for(alg, env, cfg)
+        learner.train_iter()  # 4 stored steps -> 3 transitions per env: one [L=3, B=2] batch
+        learner.train_iter()  # kept step + 4 -> 4 transitions per env: one [L=4, B=2] batch
         assert shapes == [(3, 2), (4, 2)]
+        with pytest.raises(ConfigError,
+                           match=r"mini_batch_length \(5\) exceeds unroll_length \(4\)"):
+            learner_for(_ppo(env), env, _config(unroll_length=4, mini_batch_length=5))
     finally:
         env.close()
-    with pytest.raises(ConfigError, match=r"mini_batch_length \(5\) exceeds unroll_length \(4\)"):
-        _ppo(config=_config(unroll_length=4, mini_batch_length=5))
 
 
 def test_ppo_rejects_non_whole_buffer_training():
-    with pytest.raises(ConfigError, match="whole_replay_buffer_training=True"):
-        _ppo(config=_config(whole_replay_buffer_training=False))
+    env = create_environment("CartPole-v1", 2, backend="vector", seed=0)
+    try:
+        with pytest.raises(ConfigError, match="whole_replay_buffer_training=True"):
+            learner_for(_ppo(env), env, _config(whole_replay_buffer_training=False))
+    finally:
+        env.close()
 
 
 def test_lstm_ppo_train_iter_restarts_states_from_the_stored_ones():
@@ -314,11 +323,11 @@ def test_lstm_ppo_train_iter_restarts_states_from_the_stored_ones():
                                   lstm_hidden_size=8)
         value = functools.partial(ValueRNNNetwork, input_fc_layer_params=(8,), lstm_hidden_size=8)
         ctx = RunContext(num_iterations=2)
-        alg = Recording(env.observation_spec(), env.action_spec(), env=env, context=ctx,
-                        config=_config(unroll_length=8, mini_batch_size=2, mini_batch_length=4,
-                                       num_updates_per_train_iter=1),
+        alg = Recording(env.observation_spec(), env.action_spec(), context=ctx,
                         actor_network_ctor=actor, value_network_ctor=value, optimizer=Adam())
-        alg.train_iter()
+        learner = learner_for(alg, env, _config(unroll_length=8, mini_batch_size=2,
+                                                mini_batch_length=4, num_updates_per_train_iter=1))
+        learner.train_iter()
         # 7 transitions per env -> one aligned segment of 4 per env -> 1 mini-batch of 2
         assert ctx.num_updates == 1 and len(seen) == 4
         step0_type, stored0, state0 = seen[0]

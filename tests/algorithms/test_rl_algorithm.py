@@ -1,4 +1,4 @@
-"""RLAlgorithm.unroll / train_iter on CartPole: layout, storage, counters, RNN resets, regimes."""
+"""Learner.collect / train_iter on CartPole: layout, storage, counters, RNN resets, regimes."""
 import functools
 
 import pytest
@@ -15,6 +15,7 @@ from alf.networks import (ActorDistributionNetwork, ActorDistributionRNNNetwork,
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.optimizers import Adam
 from alf.utils.run_context import RunContext
+from tests.learner_helpers import learner_for
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -58,8 +59,10 @@ def env():
 
 
 def _make(cls, env, config=None, ctx=None, nets=SMALL):
-    return cls(env.observation_spec(), env.action_spec(), env=env, config=config,
-               context=ctx or RunContext(num_iterations=10), optimizer=Adam(lr=1e-3), **nets)
+    """A prepared Learner training ``cls`` on ``env`` (``learner.algorithm``)."""
+    alg = cls(env.observation_spec(), env.action_spec(),
+              context=ctx or RunContext(num_iterations=10), optimizer=Adam(lr=1e-3), **nets)
+    return learner_for(alg, env, config)
 
 
 def _config(ctor, **kwargs):
@@ -69,8 +72,8 @@ def _config(ctor, **kwargs):
 
 def test_on_policy_unroll_returns_time_major_experience_with_gradients(env):
     ctx = RunContext(num_iterations=10)
-    alg = _make(ActorCriticAlgorithm, env, ctx=ctx)
-    exp = alg.unroll(6)
+    learner = _make(ActorCriticAlgorithm, env, ctx=ctx)
+    exp = learner.collect(6)
     for path, x in nest.flatten_with_paths(exp):
         assert x.shape[:2] == (6, 2), path
     assert exp.rollout_info.log_prob.requires_grad and exp.rollout_info.value.requires_grad
@@ -82,20 +85,20 @@ def test_on_policy_unroll_returns_time_major_experience_with_gradients(env):
     nf = ts.step_type[1:] != F
     assert torch.equal(ts.prev_action[1:][nf], exp.action[:-1][nf])
     assert not ts.prev_action[1:][~nf].any()
-    alg.unroll(3)
+    learner.collect(3)
     assert ctx.env_steps == 18 and env.num_resets == 1
 
 
 def test_off_policy_unroll_stores_what_the_env_produced(env):
     ctx = RunContext(num_iterations=10)
-    alg = _make(PPOAlgorithm, env, config=_config(PPOAlgorithm), ctx=ctx)
-    assert alg.unroll(4) is None
-    assert alg.unroll(3) is None  # continues the episode: no reset in between
+    learner = _make(PPOAlgorithm, env, config=_config(PPOAlgorithm), ctx=ctx)
+    assert learner.collect(4) is None
+    assert learner.collect(3) is None  # continues the episode: no reset in between
     assert env.num_resets == 1 and ctx.env_steps == 14
-    buf = alg.replay_buffer
+    buf = learner.replay_buffer
     # unroll_length + 1 kept step + 1 slot for the kept step's predecessor
     assert buf.max_length == 6 and torch.equal(buf.current_size(), torch.tensor([6, 6]))
-    stored = alg.gather_replay()  # [B, T]: the newest 6 of the 7 steps (derived fields restored)
+    stored = learner.replay.gather()  # [B, T]: newest 6 of the 7 steps (derived fields restored)
     for t in range(6):
         produced = env.produced[t + 1]
         if t == 0:  # prev_action is not stored; the oldest step's predecessor was overwritten
@@ -124,10 +127,12 @@ class StateRecordingPPO(PPOAlgorithm):
 
 
 def test_lstm_policy_state_is_zero_at_first_steps(env):
-    alg = _make(StateRecordingPPO, env, config=_config(PPOAlgorithm, unroll_length=6), nets=LSTM)
-    alg.unroll(6)
-    alg.unroll(6)
-    calls = alg.rollout_calls[1:]  # [0] is the spec dry run at construction of the buffer
+    learner = _make(StateRecordingPPO, env, config=_config(PPOAlgorithm, unroll_length=6),
+                    nets=LSTM)
+    alg = learner.algorithm
+    learner.collect(6)
+    learner.collect(6)
+    calls = alg.rollout_calls[1:]  # [0] is the spec dry run when the Learner builds the buffer
     assert len(calls) == 12
     step_types = torch.stack([c[0] for c in calls])
     assert step_types[:, 0].tolist() == [F, M, M, M, L, F, M, M, M, L, F, M]
@@ -138,7 +143,7 @@ def test_lstm_policy_state_is_zero_at_first_steps(env):
             if not first.all():
                 assert leaf[~first].abs().sum(-1).gt(0).all(), t  # carried otherwise
     # the buffer stores the state *before* each step (the one rollout_step received)
-    stored = alg.gather_replay()
+    stored = learner.replay.gather()
     for t in range(8):  # the newest 8 (unroll_length + 2) of 12 steps
         _, state = calls[4 + t]
         for s, leaf in zip(nest.flatten(stored.state), nest.flatten(state)):
@@ -147,10 +152,10 @@ def test_lstm_policy_state_is_zero_at_first_steps(env):
 
 def test_fractional_unroll_length_unrolls_every_other_iteration(env):
     ctx = RunContext(num_iterations=10)
-    alg = _make(PPOAlgorithm, env, config=_config(PPOAlgorithm, unroll_length=0.5), ctx=ctx)
+    learner = _make(PPOAlgorithm, env, config=_config(PPOAlgorithm, unroll_length=0.5), ctx=ctx)
     steps, updates = [], []
     for _ in range(6):
-        steps.append(alg.train_iter())
+        steps.append(learner.train_iter())
         updates.append(ctx.num_updates)
     assert steps == [0, 2, 0, 2, 0, 2]
     assert ctx.env_steps == 6
@@ -168,15 +173,15 @@ def test_initial_collect_steps_use_random_actions_and_skip_training(env):
     torch.manual_seed(0)  # the random actions come from action_spec.sample()
     ctx = RunContext(num_iterations=10)
     cfg = _config(PPOAlgorithm, unroll_length=4, initial_collect_steps=12)
-    alg = _make(ZeroActionPPO, env, config=cfg, ctx=ctx)
-    assert alg.train_iter() == 8
+    learner = _make(ZeroActionPPO, env, config=cfg, ctx=ctx)
+    assert learner.train_iter() == 8
     assert ctx.num_updates == 0  # 8 < 12 collected: no training, nothing cleared
-    collected = alg.gather_replay()
+    collected = learner.replay.gather()
     assert collected.action.shape == (2, 4) and bool((collected.action == 1).any())
-    alg.train_iter()  # started at 8 < 12: random actions again; 16 >= 12 afterwards: trains
+    learner.train_iter()  # started at 8 < 12: random actions again; 16 >= 12 afterwards: trains
     assert ctx.env_steps == 16 and ctx.num_updates > 0
-    assert torch.equal(alg.replay_buffer.current_size(), torch.tensor([1, 1]))
-    alg.train_iter()  # the policy (always 0 here) acts from now on
+    assert torch.equal(learner.replay_buffer.current_size(), torch.tensor([1, 1]))
+    learner.train_iter()  # the policy (always 0 here) acts from now on
     actions = torch.stack([ts.prev_action for ts in env.produced[9:]])  # iteration 3's actions
     first = torch.stack([ts.step_type for ts in env.produced[9:]]) == F
     assert actions.shape == (4, 2) and not actions[~first].any()
@@ -211,11 +216,12 @@ def test_sampled_replay_training_path(env, mini_batch_length):
     ctx = RunContext(num_iterations=10)
     cfg = _config(ValueRegression, unroll_length=4, replay_buffer_length=16,
                   mini_batch_length=mini_batch_length, num_updates_per_train_iter=2)
-    alg = ValueRegression(env.observation_spec(), env.action_spec(), env=env, config=cfg,
-                          context=ctx, optimizer=Adam())
-    alg.train_iter()
-    alg.train_iter()
+    alg = ValueRegression(env.observation_spec(), env.action_spec(), context=ctx,
+                          optimizer=Adam())
+    learner = learner_for(alg, env, cfg)
+    learner.train_iter()
+    learner.train_iter()
     assert ctx.num_updates == 4 and ctx.env_steps == 16
-    assert torch.equal(alg.replay_buffer.current_size(), torch.tensor([8, 8]))  # not cleared
+    assert torch.equal(learner.replay_buffer.current_size(), torch.tensor([8, 8]))  # not cleared
     assert alg.loss_shapes == [(mini_batch_length, 4)] * 4  # time-major [L, mini_batch_size]
     assert all(b == () for b in alg.seen_batch_info)  # per-sequence info stays out of [B, L]

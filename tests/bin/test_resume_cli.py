@@ -184,7 +184,7 @@ def test_off_policy_resume_says_what_happened_to_the_buffer(make_trainer, tmp_pa
     params = [f"TrainerConfig.save_replay_buffer={save}", "TrainerConfig.num_iterations=3"]
     first = make_trainer(root, DQN_TINY, params)
     first.run()
-    stored = first.algorithm.replay_buffer.total_size()
+    stored = first.learner.replay_buffer.total_size()
     assert stored == 3 * 2 * 4
     again = make_trainer(root, DQN_TINY, params[:1] + ["TrainerConfig.num_iterations=4"])
     capsys.readouterr()
@@ -192,7 +192,7 @@ def test_off_policy_resume_says_what_happened_to_the_buffer(make_trainer, tmp_pa
     err = capsys.readouterr().err
     if save:
         assert f"restored the replay buffer: {stored:,} steps" in err
-        assert again.algorithm.replay_buffer.total_size() == stored
+        assert again.learner.replay_buffer.total_size() == stored
     else:
         warning = [l for l in err.splitlines() if "replay buffer" in l]
         assert len(warning) == 1 and "empty buffer" in warning[0], err

@@ -16,7 +16,7 @@ import torch
 
 def snapshot(trainer) -> dict:
     alg = trainer.algorithm
-    rb = alg.replay_buffer
+    rb = trainer.learner.replay_buffer
     return {
         "state": {k: v.detach().clone() for k, v in alg.state_dict().items()
                   if isinstance(v, torch.Tensor)},

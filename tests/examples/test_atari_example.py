@@ -66,12 +66,12 @@ def test_dqn_atari_builds_nature_dqn_on_stacked_frames(make_trainer, tmp_path):
                            params=["create_environment.num_parallel_environments=1",
                                    "TrainerConfig.replay_buffer_length=64",
                                    "TrainerConfig.num_threads=1"])
-    alg = trainer.algorithm
-    assert alg.env.env_name == "ALE/Pong-v5" and alg.action_spec.num_actions == 6
+    alg, learner = trainer.algorithm, trainer.learner
+    assert trainer.env.env_name == "ALE/Pong-v5" and alg.action_spec.num_actions == 6
     assert tuple(alg.observation_spec.shape) == (4, 84, 84)
     n_params = sum(p.numel() for p in alg._q_network.parameters())
     # Nature DQN: convs 8,224 + 32,832 + 36,928, fc 3136*512+512, head 512*6+6
     assert n_params == 8224 + 32832 + 36928 + 3136 * 512 + 512 + 512 * 6 + 6
-    alg.prepare()
-    assert tuple(alg.replay_buffer.data_spec.time_step.observation.shape) == (1, 84, 84)
-    assert alg.replay_buffer.data_spec.time_step.observation.dtype == torch.uint8
+    learner.prepare()
+    assert tuple(learner.replay_buffer.data_spec.time_step.observation.shape) == (1, 84, 84)
+    assert learner.replay_buffer.data_spec.time_step.observation.dtype == torch.uint8

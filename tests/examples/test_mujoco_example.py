@@ -66,7 +66,7 @@ def test_mujoco_ppo_example_builds_and_trains(conf, env_name, obs_dim, act_dim, 
     try:
         alg = trainer.algorithm
         assert isinstance(alg, PPOAlgorithm)
-        assert alg.env.env_name == env_name and alg.env.batch_size == NUM_ENVS
+        assert trainer.env.env_name == env_name and trainer.env.batch_size == NUM_ENVS
 
         # continuous, bounded action spec; unbounded normalised observation
         spec = alg.action_spec

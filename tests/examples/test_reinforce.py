@@ -81,12 +81,20 @@ def test_calc_loss_weights_log_probs_by_monte_carlo_returns(fresh_gin):
     (dict(initial_collect_steps=100), "initial_collect_steps"),  # random actions: wrong log_probs
     (dict(unroll_length=1), "unroll_length"),  # a return needs the rewards after a step
 ])
-def test_incompatible_trainer_settings_fail_at_construction(fresh_gin, setting, match):
+def test_incompatible_trainer_settings_fail_before_training(fresh_gin, setting, match):
+    """Building the algorithm and its Learner the way the Trainer does refuses them."""
+    from alf.environments.factory import create_environment
     from alf.errors import ConfigError
+    from alf.experiment import EnvSpecs, build_algorithm
     from alf.trainers.trainer_config import TrainerConfig
+    from tests.learner_helpers import learner_for
     config = TrainerConfig(algorithm_ctor=ReinforceAlgorithm, num_env_steps=10, **setting)
-    with pytest.raises(ConfigError, match=match):
-        _algorithm(config=config)
+    env = create_environment("CartPole-v1", 1, backend="vector", seed=0)
+    try:
+        with pytest.raises(ConfigError, match=match):
+            learner_for(build_algorithm(config, EnvSpecs.of(env), "learner"), env, config)
+    finally:
+        env.close()
 
 
 def test_gin_file_resolves_and_parses(fresh_gin, tmp_path, monkeypatch):
@@ -116,7 +124,7 @@ def test_reinforce_learns_cart_pole_and_plays_from_a_fresh_process(fresh_gin, tm
     trainer = Trainer(TrainerConfig(), str(root_dir), config_text=alf_config.config_text(),
                       quiet=True)
     trainer.run()
-    average_return = trainer.algorithm.metrics.average_return()
+    average_return = trainer.learner.metrics.average_return()
     assert trainer.context.env_steps >= 40000
     assert average_return > LEARNED_THRESHOLD, (
         f"REINFORCE averaged {average_return:.1f} over its last episodes after 40k env steps "

@@ -1,4 +1,4 @@
-"""SampleBlock and OffPolicyAlgorithm.sample_replay: a training iteration's mini-batches
+"""SampleBlock and the Learner's ReplaySource.sample: a training iteration's mini-batches
 come from one uniform get_batch, in order, with matching BatchInfo; new data, prioritized
 buffers and the memory cap are respected."""
 import pytest
@@ -59,12 +59,13 @@ def test_block_batches_caps_the_block_by_bytes():
 
 
 def _filled_dqn(make_trainer, tmp_path, params=()):
+    """The Learner of a DQN trainer, its buffer holding 16 steps of each of 2 envs."""
     trainer = make_trainer(tmp_path / "run", DQN, list(params))
-    alg = trainer.algorithm
-    alg.prepare()
+    learner = trainer.learner
+    learner.prepare()
     with torch.no_grad():
-        alg.unroll(16)
-    return alg
+        learner.collect(16)
+    return learner
 
 
 def _count_get_batch(rb):
@@ -80,11 +81,11 @@ def _count_get_batch(rb):
 
 
 def test_uniform_sampling_draws_one_block_per_iteration(make_trainer, tmp_path):
-    alg = _filled_dqn(make_trainer, tmp_path)
-    rb = alg.replay_buffer
+    learner = _filled_dqn(make_trainer, tmp_path)
+    rb = learner.replay_buffer
     calls = _count_get_batch(rb)
     obs = rb._storage.time_step.observation  # [envs, capacity, 4]
-    batches = [alg.sample_replay(4, 2) for _ in range(5)]
+    batches = [learner.replay.sample(4, 2) for _ in range(5)]
     assert calls == [20]  # K = num_updates_per_train_iter = 5 batches of 4, one draw
     for batch in batches:
         info = batch.batch_info
@@ -95,52 +96,54 @@ def test_uniform_sampling_draws_one_block_per_iteration(make_trainer, tmp_path):
                                                               info.positions.tolist())])
         assert torch.equal(batch.time_step.observation, want)
         assert torch.equal(batch.time_step.env_id, info.env_ids[:, None].expand(4, 2))
-    alg.sample_replay(4, 2)  # the block is used up: a new one
+    learner.replay.sample(4, 2)  # the block is used up: a new one (4 batches left in it)
     assert calls == [20, 20]
-    alg.after_train_iter(None, None)  # not kept across iterations
-    alg.sample_replay(4, 2)
+    # a training iteration's 5 updates take the 4 left, then 1 of a new block ...
+    learner.train_from_replay()
     assert calls == [20, 20, 20]
-    alg.sample_replay(8, 2)  # another shape: another block
-    assert calls == [20, 20, 20, 40]
+    learner.replay.sample(4, 2)  # ... which is not kept across iterations
+    assert calls == [20, 20, 20, 20]
+    learner.replay.sample(8, 2)  # another shape: another block
+    assert calls == [20, 20, 20, 20, 40]
 
 
 def test_new_data_drops_the_block(make_trainer, tmp_path):
-    alg = _filled_dqn(make_trainer, tmp_path)
-    calls = _count_get_batch(alg.replay_buffer)
-    alg.sample_replay(4, 2)
+    learner = _filled_dqn(make_trainer, tmp_path)
+    calls = _count_get_batch(learner.replay_buffer)
+    learner.replay.sample(4, 2)
     with torch.no_grad():
-        alg.unroll(16)  # observe_for_replay: the sampled sequences may now be stale
-    alg.sample_replay(4, 2)
+        learner.collect(16)  # replay.add: the sampled sequences may now be stale
+    learner.replay.sample(4, 2)
     assert calls == [20, 20]
-    alg.drop_sample_block()
-    alg.sample_replay(4, 2)
+    learner.replay.drop_sample_blocks()
+    learner.replay.sample(4, 2)
     assert calls == [20, 20, 20]
 
 
 def test_prioritized_buffers_sample_every_batch(make_trainer, tmp_path):
-    alg = _filled_dqn(make_trainer, tmp_path, ["TrainerConfig.priority_replay=True"])
-    calls = _count_get_batch(alg.replay_buffer)
+    learner = _filled_dqn(make_trainer, tmp_path, ["TrainerConfig.priority_replay=True"])
+    calls = _count_get_batch(learner.replay_buffer)
     for _ in range(3):
-        alg.sample_replay(4, 2)
+        learner.replay.sample(4, 2)
     assert calls == [4, 4, 4]
 
 
 def test_training_iteration_uses_one_draw(make_trainer, tmp_path):
-    alg = _filled_dqn(make_trainer, tmp_path)
-    calls = _count_get_batch(alg.replay_buffer)
-    before = alg.context.num_updates
-    alg.train_from_replay_buffer()
-    assert alg.context.num_updates - before == 5 and calls == [20]
-    alg.train_from_replay_buffer()
+    learner = _filled_dqn(make_trainer, tmp_path)
+    calls = _count_get_batch(learner.replay_buffer)
+    before = learner.context.num_updates
+    learner.train_from_replay()
+    assert learner.context.num_updates - before == 5 and calls == [20]
+    learner.train_from_replay()
     assert calls == [20, 20]
 
 
 def test_block_draws_are_uniform_over_valid_starts(make_trainer, tmp_path):
-    alg = _filled_dqn(make_trainer, tmp_path)  # 2 envs x 16 steps: 2 x 15 valid starts
+    learner = _filled_dqn(make_trainer, tmp_path)  # 2 envs x 16 steps: 2 x 15 valid starts
     torch.manual_seed(0)
     counts = torch.zeros(2, 16)
     for _ in range(400):
-        info = alg.sample_replay(4, 2).batch_info
+        info = learner.replay.sample(4, 2).batch_info
         counts.index_put_((info.env_ids, info.positions), torch.ones(4), accumulate=True)
     assert counts[:, 15].sum() == 0  # a sequence never runs past the newest step
     expected = 1600 / 30

@@ -102,7 +102,7 @@ def test_runs_end_to_end_with_configured_steps_and_replay_sizes(make_trainer, tm
     per_env = iterations * UNROLL
     assert ctx.iteration == iterations
     assert ctx.env_steps == iterations * UNROLL * NUM_ENVS
-    rb = alg.replay_buffer
+    rb = trainer.learner.replay_buffer
     assert rb.current_pos().tolist() == [per_env] * NUM_ENVS
     assert rb.current_size().tolist() == [BUFFER] * NUM_ENVS
     # updates start with the iteration that reaches initial_collect_steps
@@ -133,7 +133,7 @@ def test_initial_collect_steps_uses_random_actions_and_no_updates(make_trainer, 
     assert trainer.context.env_steps == 32
     after = _params(trainer)
     assert all(torch.equal(before[k], after[k]) for k in before)
-    exp = alg.gather_replay()  # [num_envs, 16]
+    exp = trainer.learner.replay.gather()  # [num_envs, 16]
     assert tuple(exp.time_step.step_type.shape) == (NUM_ENVS, 16)
     obs = exp.time_step.observation.reshape(-1, exp.time_step.observation.shape[-1])
     stored = exp.action.reshape((obs.shape[0],) + tuple(exp.action.shape[2:]))
@@ -167,7 +167,7 @@ def test_fractional_unroll_length(make_trainer, tmp_path):
     ctx = trainer.context
     # one env step every 2nd iteration
     assert ctx.env_steps == iterations // 2
-    assert trainer.algorithm.replay_buffer.current_size().tolist() == [iterations // 2]
+    assert trainer.learner.replay_buffer.current_size().tolist() == [iterations // 2]
     # training (3 updates) every iteration from the one whose unroll reaches 4 env steps
     # (iteration 8) on, including the iterations that step no env
     assert ctx.num_updates == (iterations - 2 * collect + 1) * 3
@@ -178,7 +178,7 @@ def test_priority_replay_updates_priorities(make_trainer, tmp_path):
     trainer = make_trainer(tmp_path / "run", DQN, [
         "TrainerConfig.num_iterations=10", "TrainerConfig.priority_replay=True",
         f"TrainerConfig.priority_replay_alpha={alpha}", "TrainerConfig.priority_replay_beta=0.5"])
-    rb = trainer.algorithm.replay_buffer
+    rb = trainer.learner.replay_buffer
     assert rb.prioritized and rb.priority_alpha == alpha
     trainer.run()
     alg = trainer.algorithm
@@ -196,9 +196,9 @@ def test_priority_replay_updates_priorities(make_trainer, tmp_path):
     assert info.importance_weights.max() == pytest.approx(1.0)
 
     # the algorithm's priorities: one sampled batch, by hand
-    exp = alg.sample_replay(32, 2)
+    exp = trainer.learner.replay.sample(32, 2)
     loss_info = alg.calc_loss(alg.train_step(alg.make_transitions(exp)).info)
-    alg._update_priority(exp, loss_info)
+    trainer.learner.replay.update_priority(exp, loss_info)
     got = rb.get_priority(exp.batch_info.env_ids, exp.batch_info.positions)
     want = (loss_info.priority.double().abs() + eps) ** alpha
     # duplicates in the batch: last write wins, equal values anyway for identical rows
@@ -213,14 +213,14 @@ def test_replay_buffer_checkpoint_and_resume(make_trainer, tmp_path, prioritized
     first = make_trainer(root, DQN, ["TrainerConfig.num_iterations=10"] + params)
     first.run()
     assert os.path.exists(root / "train" / "replay_buffer-0000000010.pt")
-    saved = _buffer_tensors(first.algorithm.replay_buffer)
+    saved = _buffer_tensors(first.learner.replay_buffer)
     assert any("priority_tree" in k for k in saved) == prioritized
     saved_ctx = first.context.state_dict()
     saved_params = _params(first)
 
     second = make_trainer(root, DQN, ["TrainerConfig.num_iterations=20",
                                       "TrainerConfig.random_seed=7"] + params)
-    rb = second.algorithm.replay_buffer
+    rb = second.learner.replay_buffer
     assert rb.total_size() == 0
     assert second.restore_checkpoint()
     restored = _buffer_tensors(rb)
@@ -291,6 +291,6 @@ def test_dqn_learns_cart_pole(make_trainer, tmp_path):
     returns = [v for _, v in _scalars(root, "Metrics/AverageReturn")]
     assert returns[0] < 40  # random at first
     assert max(returns) > 150
-    assert trainer.algorithm.metrics.average_return() > 100
+    assert trainer.learner.metrics.average_return() > 100
     q = [v for _, v in _scalars(root, "Loss/DqnAlgorithm/q_value")]
     assert 0 < q[-1] < 100  # bounded by 1 / (1 - gamma): no divergence

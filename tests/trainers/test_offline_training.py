@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from alf import nest as alf_nest
-from alf.algorithms.hybrid_replay import MixedBatchSource, OfflineFraction
+from alf.trainers.hybrid_replay import MixedBatchSource, OfflineFraction
 from alf.data_structures import StepType
 from alf.datasets.format import DatasetSteps, DatasetWriter, open_dataset
 from alf.datasets.offline_buffer import load_offline_buffer
@@ -166,7 +166,7 @@ def test_pure_offline_training_steps_no_env(pendulum_dataset, tmp_path, monkeypa
     try:
         before = [p.detach().clone() for p in trainer.algorithm.parameters()]
         trainer.run()
-        assert trainer.unroller is None and trainer.algorithm.replay_buffer is None
+        assert trainer.unroller is None and trainer.learner.replay_buffer is None
         assert trainer.context.env_steps == 0 and trainer.context.num_updates == 12
         after = list(trainer.algorithm.parameters())
         assert any(not torch.equal(a, b) for a, b in zip(after, before))
@@ -219,7 +219,7 @@ def test_hybrid_batches_mix_both_buffers_and_offline_phase_steps_no_env(pendulum
                               mini_batch_size=64, rl_train_after_update_steps=4,
                               num_env_steps=1000)
     try:
-        alg, ctx = trainer.algorithm, trainer.context
+        alg, ctx = trainer.learner, trainer.context
         for _ in range(4):
             assert alg.train_iter() == 0  # offline phase: updates, no env step
         assert ctx.num_updates == 4 and ctx.env_steps == 0
@@ -229,7 +229,7 @@ def test_hybrid_batches_mix_both_buffers_and_offline_phase_steps_no_env(pendulum
         for _ in range(5):
             assert alg.train_iter() == 1
         assert ctx.env_steps == 5 and ctx.num_updates == 9
-        batch = alg._sample_training_batch(64, 2)
+        batch = alg.replay.training_batch(64, 2)
         source = batch.batch_info.replay_buffer
         assert isinstance(source, MixedBatchSource)
         (b1, s1, e1), (b2, s2, e2) = source.parts
@@ -246,12 +246,12 @@ def test_priorities_go_back_to_the_buffer_each_row_came_from(pendulum_dataset, t
     trainer = _hybrid_trainer(tmp_path, pendulum_dataset, initial_collect_steps=0,
                               mini_batch_size=16, priority_replay=True, num_env_steps=1000)
     try:
-        alg = trainer.algorithm
+        alg = trainer.learner
         for _ in range(20):
             alg.train_iter()
-        batch = alg._sample_training_batch(16, 2)
+        batch = alg.replay.training_batch(16, 2)
         info = batch.batch_info
-        from alf.algorithms.hybrid_replay import update_priorities
+        from alf.trainers.hybrid_replay import update_priorities
         update_priorities(info, torch.full((16,), 7.0))
         rb = alg.replay_buffer
         got = rb.get_priority(info.env_ids[:8], info.positions[:8])
@@ -267,12 +267,12 @@ def test_offline_rows_go_through_the_data_transformer(pendulum_dataset, tmp_path
                               data_transformer_ctor="@RewardScaling",
                               extra=["RewardScaling.scale=0.25"])
     try:
-        alg = trainer.algorithm
+        alg = trainer.learner
         ds = open_dataset(pendulum_dataset)
-        batch = alg.sample_replay(64, 2, alg.offline_buffer)
+        batch = alg.replay.sample(64, 2, alg.offline_buffer)
         info = batch.batch_info
         raw = ds.steps.reward[info.env_ids, info.positions]
-        assert alg.data_transformer._scale == 0.25
+        assert alg.algorithm.data_transformer._scale == 0.25
         assert torch.allclose(batch.time_step.reward[:, 0], raw * 0.25)
     finally:
         trainer.close()
@@ -289,12 +289,12 @@ def test_hybrid_with_the_async_unroller_mixes_online_rows(pendulum_dataset, tmp_
         "TrainerConfig.num_updates_per_train_iter=2", "TrainerConfig.num_env_steps=1000"])
     trainer = Trainer(TrainerConfig(), str(tmp_path / "run"), quiet=True)
     try:
-        alg, ctx = trainer.algorithm, trainer.context
+        alg, ctx = trainer.learner, trainer.context
         for _ in range(3):
             alg.train_iter()
         assert ctx.env_steps > 0 and ctx.num_updates == 6
         assert alg.replay_buffer.total_size() == ctx.env_steps
-        parts = alg._sample_training_batch(32, 2).batch_info.replay_buffer.parts
+        parts = alg.replay.training_batch(32, 2).batch_info.replay_buffer.parts
         assert [(b is alg.replay_buffer, s, e) for b, s, e in parts] == [(True, 0, 16),
                                                                         (False, 16, 32)]
         assert parts[1][0] is alg.offline_buffer
@@ -323,7 +323,7 @@ def test_observation_normalizer_is_fitted_to_the_dataset(pendulum_dataset, tmp_p
         stats = trainer.algorithm.data_transformer.normalizer.moments()[""]
         assert torch.allclose(stats["mean"].double(), obs.mean(0), atol=1e-5)
         assert torch.allclose(stats["var"].double(), obs.var(0, unbiased=False), rtol=1e-4)
-        batch = trainer.algorithm.sample_replay(256, 1, trainer.algorithm.offline_buffer)
+        batch = trainer.learner.replay.sample(256, 1, trainer.learner.offline_buffer)
         normalised = batch.time_step.observation[:, 0]
         assert normalised.mean(0).abs().max() < 0.25  # normalised with the dataset's moments
     finally:

@@ -35,7 +35,7 @@ def test_sigint_during_iteration_finishes_it_then_saves(make_trainer, alf_cli, t
     root = tmp_path / "run"
     handler_before = signal.getsignal(signal.SIGINT)
     trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100"])
-    alg = trainer.algorithm
+    alg = trainer.learner
     original = alg.train_iter
 
     def train_iter():
@@ -50,7 +50,7 @@ def test_sigint_during_iteration_finishes_it_then_saves(make_trainer, alf_cli, t
     assert info.value.checkpoint == str(root / "train" / "ckpt-0000000003.pt")
     state = torch.load(root / "train" / "ckpt-0000000003.pt", weights_only=True)
     assert state["context"]["iteration"] == 3 and state["context"]["env_steps"] == 3 * 16
-    assert trainer.algorithm.env.closed
+    assert trainer.env.closed
     assert signal.getsignal(signal.SIGINT) is handler_before
 
 
@@ -72,7 +72,7 @@ def test_third_sigint_abandons_the_iteration_and_saves_nothing(make_trainer, alf
     root = tmp_path / "run"
     trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100",
                                                     "TrainerConfig.checkpoint_interval=2"])
-    alg = trainer.algorithm
+    alg = trainer.learner
     original = alg.train_iter
 
     def train_iter():
@@ -88,7 +88,7 @@ def test_third_sigint_abandons_the_iteration_and_saves_nothing(make_trainer, alf
     assert info.value.abandoned and info.value.checkpoint is None
     assert info.value.newest == str(root / "train" / "ckpt-0000000002.pt")
     assert sorted(p.name for p in (root / "train").iterdir()) == ["ckpt-0000000002.pt"]
-    assert trainer.algorithm.env.closed
+    assert trainer.env.closed
 
 
 def test_second_sigint_during_final_save_cannot_cut_it_short(make_trainer, alf_cli, tmp_path,
@@ -97,8 +97,8 @@ def test_second_sigint_during_final_save_cannot_cut_it_short(make_trainer, alf_c
     checkpoint. Here the second Ctrl-C lands while the final checkpoint is being written."""
     root = tmp_path / "run"
     trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100"])
-    alg = trainer.algorithm
-    original_iter, original_save = alg.train_iter, trainer._checkpointer.save
+    alg = trainer.learner
+    original_iter, original_save = alg.train_iter, trainer._checkpoints.checkpointer.save
 
     def train_iter():
         if trainer.context.iteration == 2:
@@ -111,14 +111,14 @@ def test_second_sigint_during_final_save_cannot_cut_it_short(make_trainer, alf_c
         return original_save(*args, **kwargs)
 
     monkeypatch.setattr(alg, "train_iter", train_iter)
-    monkeypatch.setattr(trainer._checkpointer, "save", slow_save)
+    monkeypatch.setattr(trainer._checkpoints.checkpointer, "save", slow_save)
     with pytest.raises(TrainingInterrupted) as info:
         trainer.run()
     path = root / "train" / "ckpt-0000000002.pt"
     assert info.value.checkpoint == str(path)
     assert torch.load(path, weights_only=True)["context"]["iteration"] == 2
     assert not list((root / "train").glob("*.tmp"))
-    assert trainer.algorithm.env.closed
+    assert trainer.env.closed
 
 
 def test_crash_saves_no_checkpoint(make_trainer, alf_cli, tmp_path, monkeypatch):
@@ -126,7 +126,7 @@ def test_crash_saves_no_checkpoint(make_trainer, alf_cli, tmp_path, monkeypatch)
     newest checkpoint (here there is none), and the envs are closed."""
     root = tmp_path / "run"
     trainer = make_trainer(root, alf_cli.TINY_PPO, ["TrainerConfig.num_iterations=100"])
-    alg = trainer.algorithm
+    alg = trainer.learner
     original = alg.train_iter
 
     def train_iter():
@@ -138,4 +138,4 @@ def test_crash_saves_no_checkpoint(make_trainer, alf_cli, tmp_path, monkeypatch)
     with pytest.raises(RuntimeError, match="boom"):
         trainer.run()
     assert not list((root / "train").glob("ckpt-*")) if (root / "train").exists() else True
-    assert trainer.algorithm.env.closed
+    assert trainer.env.closed

@@ -104,16 +104,16 @@ def test_keep_last_n_with_replay_buffer(make_trainer, alf_cli, tmp_path):
                             "replay_buffer-0000000004.pt", "replay_buffer-0000000005.pt"]
     assert not glob.glob(os.path.join(root, "**", "*.tmp"), recursive=True)
     buffer = {k: v.clone() for k, v in
-              nest.flatten_with_paths(trainer.algorithm.replay_buffer.state_dict())
+              nest.flatten_with_paths(trainer.learner.replay_buffer.state_dict())
               if isinstance(v, torch.Tensor)}
     assert buffer
-    assert trainer.algorithm.replay_buffer.total_size() > 0
+    assert trainer.learner.replay_buffer.total_size() > 0
 
     # the buffer comes back with the checkpoint
     again = make_trainer(root, alf_cli.TINY_PPO, params[1:] + ["TrainerConfig.num_iterations=6"])
-    assert again.algorithm.replay_buffer.total_size() == 0
+    assert again.learner.replay_buffer.total_size() == 0
     assert again.restore_checkpoint()
-    for k, v in nest.flatten_with_paths(again.algorithm.replay_buffer.state_dict()):
+    for k, v in nest.flatten_with_paths(again.learner.replay_buffer.state_dict()):
         if isinstance(v, torch.Tensor):
             assert torch.equal(v, buffer[k]), k
     again.close()

@@ -103,7 +103,7 @@ def test_run_on_a_full_disk_is_one_error_and_keeps_the_configs(make_trainer, alf
     assert b"num_iterations = 8" in (root / "config.gin").read_bytes()
     assert not glob.glob(str(root / "**" / "*.tmp"), recursive=True)
     assert sorted(os.listdir(root / "train")) == ["ckpt-0000000002.pt", "ckpt-0000000004.pt"]
-    assert resumed.algorithm.env.closed
+    assert resumed.env.closed
 
 
 def test_config_write_failure_keeps_the_old_file(tmp_path, disk):

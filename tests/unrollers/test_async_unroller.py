@@ -42,7 +42,7 @@ def _run(make_trainer, root, params=()):
 
 def test_serial_mode_fills_every_env_row_and_counts_steps(make_trainer, tmp_path):
     trainer = _run(make_trainer, tmp_path / "serial", ['TrainerConfig.async_mode="serial"'])
-    ctx, rb = trainer.context, trainer.algorithm.replay_buffer
+    ctx, rb = trainer.context, trainer.learner.replay_buffer
     assert ctx.iteration == 6
     assert ctx.env_steps == 6 * 8 * 4  # T new steps per env per iteration
     # 2 groups with env-id offsets 0 and 2: all 4 replay rows written, 48 steps each
@@ -67,7 +67,7 @@ def test_deterministic_mode_gives_bit_identical_parameters(make_trainer, tmp_pat
 def test_processes_mode_trains_on_all_env_rows(make_trainer, tmp_path):
     trainer = _run(make_trainer, tmp_path / "p")
     assert trainer.context.env_steps == 6 * 8 * 4
-    assert trainer.algorithm.replay_buffer.current_size().tolist() == [48] * 4
+    assert trainer.learner.replay_buffer.current_size().tolist() == [48] * 4
 
 
 def test_env_count_must_split_into_groups(make_trainer, tmp_path):
@@ -156,7 +156,7 @@ def test_unroll_length_zero_trains_on_whatever_is_ready(make_trainer, tmp_path):
     assert ctx.iteration == 6
     # each iteration takes at least one 4-step trajectory of a 2-env group, maybe more
     assert ctx.env_steps % (4 * 2) == 0 and 6 * 4 * 2 <= ctx.env_steps
-    assert trainer.algorithm.replay_buffer.total_size() == ctx.env_steps
+    assert trainer.learner.replay_buffer.total_size() == ctx.env_steps
 
 
 def test_unroll_length_zero_needs_max_unroll_length(make_trainer, tmp_path):
