@@ -23,6 +23,7 @@ from alf.trainers import data_parallel_trainer as dp
 from alf.trainers.learner import Learner
 from alf.trainers.learner_thread import check_threadable
 from alf.trainers.training_settings import TrainingSettings
+from alf.unrollers.async_settings import AsyncSettings
 from alf.unrollers.async_unroller import AsyncUnroller, probe_env_specs
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.process_signals import sigint_ignored_in_children
@@ -60,7 +61,8 @@ def build_learner(config: Any, context: RunContext, config_text: str,
     if config.async_unroll:
         specs = probe_env_specs()
         algorithm = build_algorithm(config, specs, "learner", context)
-        unroller = AsyncUnroller(config, config_text, specs, context)
+        unroller = AsyncUnroller(AsyncSettings.from_config(config), config_text, specs, context,
+                                 run_config=config)
         if rank_group is not None:
             unroller.set_rank(rank, dp.RANK_SEED_STRIDE)
         try:

@@ -43,7 +43,8 @@ from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
 from alf.unrollers.actor_worker import Trajectory
 from alf.unrollers.env_groups import split_envs
-from alf.unrollers.env_worker import ActorSettings, WorkerSpec, build_actor
+from alf.unrollers.async_settings import AsyncSettings
+from alf.unrollers.env_worker import WorkerSpec, build_actor
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
 from alf.unrollers.weight_channel import WeightChannel
@@ -88,15 +89,19 @@ class AsyncUnroller:
     """The Trainer's unroller when ``TrainerConfig.async_unroll=True`` (module docstring).
 
     Args:
-        config: the TrainerConfig.
+        settings: the :class:`AsyncSettings` (``AsyncSettings.from_config(trainer_config)``).
         config_text: the run's full gin text (resolved seed included); workers parse it.
         specs: the raw env specs (from :func:`probe_env_specs`).
         context: the learner's run context (counters shipped with the weights;
             summaries written to it).
+        run_config: the parsed TrainerConfig, from which serial mode builds its in-process
+            actor's algorithm (the process modes re-parse ``config_text`` in the workers).
     """
 
-    def __init__(self, config: Any, config_text: str, specs: EnvSpecs, context: Any):
-        self._config = config
+    def __init__(self, settings: AsyncSettings, config_text: str, specs: EnvSpecs, context: Any,
+                 run_config: Any = None):
+        config = self._config = settings
+        self._run_config = run_config  # serial mode builds its actor from the parsed config
         self._config_text = config_text
         self._specs = specs
         self._context = context
@@ -252,10 +257,10 @@ class AsyncUnroller:
             envs_per_group=self._per_group, env_id_offsets=w.offsets, slots=w.slots,
             weights=self._weights, heartbeat=self._heartbeat, first_seq=w.next_seq,
             base_version=self._base_version, learner_pid=os.getpid(),
-            settings=ActorSettings.from_trainer_config(self._config))
+            settings=self._config.actor_settings())
 
     def _update_period(self) -> int:
-        return max(1, int(self._config.unroll_parameter_update_period))
+        return self._config.update_period
 
     # ---------------------------------------------------------------- workers
     def collect(self, policy_step: Any, unroll_length: int,
@@ -391,7 +396,7 @@ class AsyncUnroller:
         self._serial_link = _SerialLink(w.slots)
         with sigint_ignored_in_children():  # env subprocesses: the Trainer handles Ctrl-C
             self._serial_actor = build_actor(self._spec(w), self._serial_link,
-                                             serial_config=self._config)
+                                             serial_config=self._run_config)
 
     def _collect_serial(self) -> List[Tuple[Any, Trajectory]]:
         w = self._workers[0]

@@ -73,15 +73,6 @@ class ActorSettings:
     num_threads: int = 1
     initial_collect_steps: int = 0
 
-    @classmethod
-    def from_trainer_config(cls, cfg: Any) -> "ActorSettings":
-        """The settings of the TrainerConfig ``cfg`` (read by attribute name: this module
-        does not import :mod:`alf.trainers`)."""
-        return cls(deterministic=cfg.async_mode == "deterministic",
-                   update_period=max(1, int(cfg.unroll_parameter_update_period)),
-                   num_threads=int(cfg.env_worker_threads),
-                   initial_collect_steps=int(cfg.initial_collect_steps))
-
 
 @dataclasses.dataclass
 class WorkerSpec:

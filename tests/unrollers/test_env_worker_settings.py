@@ -5,6 +5,7 @@ import gin
 import pytest
 
 from alf.unrollers import env_worker
+from alf.unrollers.async_settings import AsyncSettings
 from alf.unrollers.env_worker import ActorSettings, WorkerSpec
 
 
@@ -19,11 +20,13 @@ def test_from_trainer_config(clean_gin):
     cfg = TrainerConfig(algorithm_ctor=dict, num_iterations=1, async_mode="deterministic",
                         unroll_parameter_update_period=3, env_worker_threads=2,
                         initial_collect_steps=50)
-    s = ActorSettings.from_trainer_config(cfg)
+    settings = AsyncSettings.from_config(cfg)
+    assert settings.unroll_parameter_update_period == 3 and settings.initial_collect_steps == 50
+    s = settings.actor_settings()
     assert s == ActorSettings(deterministic=True, update_period=3, num_threads=2,
                               initial_collect_steps=50)
-    assert not ActorSettings.from_trainer_config(
-        TrainerConfig(algorithm_ctor=dict, num_iterations=1, async_mode="serial")).deterministic
+    assert not AsyncSettings.from_config(TrainerConfig(
+        algorithm_ctor=dict, num_iterations=1, async_mode="serial")).actor_settings().deterministic
     with pytest.raises(Exception):  # frozen
         s.num_threads = 4
     assert pickle.loads(pickle.dumps(s)) == s
