@@ -164,13 +164,15 @@ class Algorithm(nn.Module):
     def _child_algorithms(self) -> List["Algorithm"]:
         return [m for m in self.modules() if isinstance(m, Algorithm) and m is not self]
 
-    def _ensure_optimizers(self) -> None:
+    def ensure_optimizers(self) -> None:
+        """Build the optimizers (once; the networks exist only after the subclass
+        constructor): before the first update or checkpoint load, and by the Learner."""
         if self._optimizers is not None:
             return
         self._optimizers = []
         claimed = set()
         for child in self._child_algorithms():
-            child._ensure_optimizers()
+            child.ensure_optimizers()
             for _, _, params in child._optimizers:
                 claimed.update(id(p) for p in params)
         for factory, modules in self._extra_optimizer_factories:
@@ -187,7 +189,7 @@ class Algorithm(nn.Module):
 
     def optimizers(self) -> List[torch.optim.Optimizer]:
         """Every optimizer of this algorithm and its children, in a fixed order."""
-        self._ensure_optimizers()
+        self.ensure_optimizers()
         opts = []
         for child in self._child_algorithms():
             opts.extend(o for o, _, _ in child._optimizers)
@@ -198,7 +200,7 @@ class Algorithm(nn.Module):
         # Cached: walking the module tree costs ~0.5 ms, and this runs every update.
         entries = self._optimizer_entries_cache
         if entries is None:
-            self._ensure_optimizers()
+            self.ensure_optimizers()
             entries = []
             for child in self._child_algorithms():
                 entries.extend(child._optimizers)
@@ -337,11 +339,11 @@ class Algorithm(nn.Module):
     # ---------------------------------------------------------- checkpointing
     def get_extra_state(self) -> Any:
         """Optimizer states (torch puts this under ``<prefix>_extra_state`` in state_dict)."""
-        self._ensure_optimizers()
+        self.ensure_optimizers()
         return {"optimizers": [opt.state_dict() for opt, _, _ in self._optimizers]}
 
     def set_extra_state(self, state: Any) -> None:
-        self._ensure_optimizers()
+        self.ensure_optimizers()
         saved = state.get("optimizers", [])
         if len(saved) != len(self._optimizers):
             raise ValueError(f"{type(self).__name__}: checkpoint has {len(saved)} optimizers, "

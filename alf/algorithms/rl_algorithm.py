@@ -21,7 +21,7 @@ names a Learner subclass in :attr:`RLAlgorithm.learner_class` and overrides
 ``Learner.train_iter`` there (docs/writing_an_algorithm.md).
 """
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -61,12 +61,13 @@ class RLAlgorithm(Algorithm):
         observation_spec: (transformed) observation spec the algorithm sees.
         action_spec: the env's action spec.
         reward_spec: ``TensorSpec(())`` unless rewards are vectors.
+        env, config: accepted, in their old places, for algorithms written before the
+            Learner existed (they pass them on to this constructor); the env is not
+            used, ``config`` is kept as :attr:`config` for such an algorithm's own checks.
+            New code leaves both out and passes the rest by keyword.
         context: the run context (counters, summaries).
         optimizer, train/rollout/predict_state_spec, debug_summaries, name: see
             :class:`Algorithm`.
-        env, config: accepted for algorithms written before the Learner existed (they
-            pass them on to this constructor); the env is not used, ``config`` is kept
-            as :attr:`config` for such an algorithm's own checks.
     """
 
     on_policy: bool = False
@@ -76,11 +77,10 @@ class RLAlgorithm(Algorithm):
     learner_class: Optional[type] = None
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
-                 context: Optional[RunContext] = None,
+                 env: Any = None, config: Any = None, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, train_state_spec: Any = (),
                  rollout_state_spec: Any = None, predict_state_spec: Any = None,
-                 debug_summaries: bool = False, name: str = "RLAlgorithm",
-                 env: Any = None, config: Any = None):
+                 debug_summaries: bool = False, name: str = "RLAlgorithm"):
         super().__init__(train_state_spec=train_state_spec, rollout_state_spec=rollout_state_spec,
                          predict_state_spec=predict_state_spec, optimizer=optimizer,
                          context=context, debug_summaries=debug_summaries, name=name)
@@ -175,7 +175,7 @@ class RLAlgorithm(Algorithm):
         self.summarize_train(experience, experience.rollout_info, loss_info)
         return loss_info
 
-    def train_on_batch(self, experience: Experience):
+    def train_on_batch(self, experience: Experience) -> Tuple[LossInfo, Any]:
         """One gradient step on ``experience [B, L]``; returns ``(LossInfo, info [L, B])``.
         The default is :func:`alf.algorithms.replay_training.train_on_batch`."""
         return train_on_batch(self, experience)

@@ -19,7 +19,7 @@ This file is the worked example of an algorithm with a loop of its own
 ``context.num_updates`` counts Q-network updates, real and imagined (the clock of
 ``target_update_period``); the model's steps are counted by the model.
 """
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +54,8 @@ class DynaModel(nn.Module):
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.int64))
         self.register_buffer("num_imagined_updates", torch.zeros((), dtype=torch.int64))
 
-    def forward(self, observation: torch.Tensor, action_one_hot: torch.Tensor):
+    def forward(self, observation: torch.Tensor, action_one_hot: torch.Tensor
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = torch.cat([observation, action_one_hot], -1)
         for layer in self.hidden:
             x = self._activation(layer(x))
@@ -171,7 +172,8 @@ class DynaDqnAlgorithm(DqnAlgorithm):
     def _one_hot(self, action: torch.Tensor) -> torch.Tensor:
         return F.one_hot(action.long() - self._offset, self._num_actions).float()
 
-    def model_loss(self, real: Transition):
+    def model_loss(self, real: Transition
+                   ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Per-row model loss ``[B]`` on real one-step transitions ``[B]`` and its terms."""
         delta, reward, done_logit = self.model(real.observation, self._one_hot(real.action))
         obs_mse = (delta - (real.next_observation - real.observation)).square().mean(-1)

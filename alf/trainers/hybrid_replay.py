@@ -1,6 +1,7 @@
 """Offline and hybrid replay: which buffer each mini-batch row comes from.
 
-An algorithm with ``TrainerConfig.offline_buffer_dir`` holds two buffers: the
+A Learner with ``TrainerConfig.offline_buffer_dir`` holds two buffers (its
+:class:`~alf.trainers.replay_source.ReplaySource`): the
 offline one (datasets, raw env data, never written to) and, when it also
 steps an env (hybrid), the online replay buffer. Every mini-batch of ``B``
 sequences draws ``round(f * B)`` of them from the offline buffer and the rest
@@ -98,7 +99,8 @@ class OfflineFraction:
     """How many rows of each mini-batch come from the offline buffer (module docstring).
 
     Args:
-        config: the TrainerConfig (``offline_fraction``, ``rl_train_after_update_steps``,
+        config: the :class:`~alf.trainers.training_settings.TrainingSettings`
+            (``offline_fraction``, ``rl_train_after_update_steps``,
             ``rl_train_every_update_steps``).
         context: the run context (``num_updates``, ``progress()``).
     """

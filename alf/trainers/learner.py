@@ -46,6 +46,11 @@ from alf.utils.act_step import random_actions
 from alf.utils.run_context import RunContext
 
 
+#: ``(loss of the last update, the experience it trained on, its train info)``, all None
+#: when there was too little data to train
+_Trained = Tuple[Optional[LossInfo], Optional[Experience], Any]
+
+
 class Learner:
     """Trains one algorithm from one source of experience.
 
@@ -149,15 +154,20 @@ class Learner:
         (idempotent)."""
         if self._prepared:
             return
-        self._prepared = True
         alg, cfg = self._algorithm, self._settings
         alg.check_training_config(cfg)
-        alg._ensure_optimizers()
+        alg.ensure_optimizers()
         if cfg.offline_buffer_dir:
             env_name = getattr(self._unroller, "env_name", "") or self._env_name
             self.replay.build_offline(self.time_step_spec(), env_name)
-        if self._unroller is None:
-            return
+        if self._unroller is not None:
+            self._build_online()
+        self._prepared = True
+
+    def _build_online(self) -> None:
+        """The replay buffer of the unroller's envs, unless the regime trains without one
+        (on-policy; async whole-buffer training on each batch as it arrives)."""
+        alg, cfg = self._algorithm, self._settings
         whole = self._uses("whole_replay_buffer_training")
         if cfg.async_unroll and not whole and cfg.max_policy_lag is not None:
             raise ConfigError(
@@ -187,55 +197,52 @@ class Learner:
         :meth:`train_from_replay`, ``self.replay`` (sampling) and the algorithm's
         hooks."""
         self.prepare()
-        if self.offline_buffer is not None and (
-                self._unroller is None or self.replay.mix.in_offline_phase()):
-            # pure offline, or hybrid's offline phase: train on the datasets, step no env
-            self._last_unroll_steps = 0
-            self.train_from_replay()
-            return 0
-        steps = self.next_unroll_length()
-        self._last_unroll_steps = 0
         if self._algorithm.on_policy:
+            steps = self.next_unroll_length()
+            self._last_unroll_steps = 0
             experience = self.collect(max(1, steps))
             self._algorithm.train_from_unroll(experience)
             return self._last_unroll_steps
-        if steps > 0 or self._settings.async_unroll:
-            with torch.no_grad():
-                self.collect(steps)
-        if self.collecting_randomly():
-            self._pending_batch = None
-            return self._last_unroll_steps
-        self.train_from_replay(self._take_pending())
-        return self._last_unroll_steps
+        steps, batch = self.collect_step()
+        if batch is not None:
+            self.train_collected(batch)
+        return steps
 
-    def _take_pending(self) -> Optional[Experience]:
-        batch, self._pending_batch = self._pending_batch, None
-        return batch
-
-    def collect_for_thread(self) -> Tuple[int, Any]:
-        """The collecting half of :meth:`train_iter` (learner thread): returns the env
-        steps collected and what the learner thread trains on: the async batch, ``True``
-        (train from the buffers) or None (nothing to train yet)."""
+    def collect_step(self) -> Tuple[int, Any]:
+        """The collecting half of an off-policy iteration: returns the env steps collected
+        and what :meth:`train_collected` trains on: the async batch ``[B, T+1]``, ``True``
+        (train from the buffers) or None (random initial collection: nothing yet). With
+        ``learner_thread`` the main thread calls this and a learner thread the other half."""
         self.prepare()
+        self._last_unroll_steps = 0
         if self.offline_buffer is not None and (
                 self._unroller is None or self.replay.mix.in_offline_phase()):
-            return 0, True
+            return 0, True  # pure offline, or hybrid's offline phase: step no env
         steps = self.next_unroll_length()
-        self._last_unroll_steps = 0
         if steps > 0 or self._settings.async_unroll:
             with torch.no_grad():
                 self.collect(steps)
         if self.collecting_randomly():
             self._pending_batch = None
             return self._last_unroll_steps, None
-        batch = self._take_pending()
+        batch, self._pending_batch = self._pending_batch, None
         return self._last_unroll_steps, True if batch is None else batch
 
-    def train_batch_in_thread(self, batch: Any) -> None:
-        """The training half of :meth:`train_iter` (learner thread), on what
-        :meth:`collect_for_thread` returned."""
+    def train_collected(self, batch: Any) -> Optional[LossInfo]:
+        """The training half: :meth:`train_from_replay` on what :meth:`collect_step`
+        returned (under the buffer lock of a learner thread)."""
         with self.buffer_lock:
-            self.train_from_replay(None if batch is True else batch)
+            return self.train_from_replay(None if batch is True else batch)
+
+    def use_locks(self, buffer_lock: Optional[ContextManager],
+                  weights_lock: Optional[ContextManager]) -> None:
+        """A learner thread's locks (None, None: back to none): stores and reads of the
+        buffers take ``buffer_lock``; optimizer steps, policy steps and weight
+        publications take ``weights_lock`` (``RunContext.weights_lock``)."""
+        self.threaded = buffer_lock is not None
+        self.buffer_lock = buffer_lock if buffer_lock is not None else contextlib.nullcontext()
+        self._context.weights_lock = (weights_lock if weights_lock is not None
+                                      else contextlib.nullcontext())
 
     def next_unroll_length(self) -> int:
         """Steps per env to unroll this iteration: ``unroll_length``, accumulated across
@@ -310,7 +317,7 @@ class Learner:
             self._algorithm.summarize_train(experience, info, loss_info)
         return loss_info
 
-    def _train_whole_buffer(self, pending: Optional[Experience]):
+    def _train_whole_buffer(self, pending: Optional[Experience]) -> _Trained:
         """Epochs of shuffled ``[mini_batch_size, L]`` batches over the async batch or
         everything in the buffer ``[B, T]``; returns ``(loss, experience, info)``."""
         alg, cfg = self._algorithm, self._settings
@@ -331,7 +338,7 @@ class Learner:
             self.replay_buffer.clear(keep_last=True)
         return loss_info, experience, info
 
-    def _train_sampled(self):
+    def _train_sampled(self) -> _Trained:
         """``num_updates_per_train_iter`` sampled mini-batches ``[B, L]``; returns
         ``(loss, experience, info)`` of the last one."""
         alg, cfg, ctx = self._algorithm, self._settings, self._context

@@ -43,6 +43,10 @@ def build_learner(config: Any, context: RunContext, config_text: str,
     ``TrainerConfig``); ``config_text`` is what async env workers re-parse."""
     settings = TrainingSettings.from_config(config)
     rank = rank_group.rank if rank_group is not None else 0
+    if config.learner_thread and rank_group is not None:
+        raise ConfigError("TrainerConfig.learner_thread=True under torchrun: the ranks average "
+                          "gradients in lock-step from their main threads; set "
+                          "learner_thread=False for data-parallel runs")
     if config.offline_only:
         specs = probe_env_specs() if env_name_bound() else \
             dataset_env_specs(dataset_paths(config.offline_buffer_dir)[0])
@@ -91,6 +95,17 @@ def _learner(algorithm: Any, settings: TrainingSettings, context: RunContext, un
              specs: Optional[EnvSpecs] = None) -> Learner:
     """The algorithm's declared Learner class (``RLAlgorithm.learner_class``) or the
     standard one."""
+    moved = sorted(m for m in _LOOP_METHODS_BEFORE_THE_LEARNER
+                   if any(m in vars(k) for k in type(algorithm).__mro__
+                          if k is not object and not k.__module__.startswith("alf.algorithms")
+                          and not k.__module__.startswith("torch")))
+    if moved:
+        raise ConfigError(
+            f"{type(algorithm).__name__} overrides {', '.join(moved)}: the training loop "
+            "moved from RLAlgorithm to alf.trainers.learner.Learner, which would not call "
+            "them. Move that code into a Learner subclass named in "
+            f"{type(algorithm).__name__}.learner_class (docs/writing_an_algorithm.md, "
+            "'Where the loop lives, and replacing it')")
     cls = getattr(algorithm, "learner_class", None) or Learner
     if not (isinstance(cls, type) and issubclass(cls, Learner)):
         raise ConfigError(f"{type(algorithm).__name__}.learner_class must be a subclass of "
@@ -110,6 +125,13 @@ def eval_env_kwargs(offline_specs: Optional[EnvSpecs]) -> dict:
     if offline_specs is None or env_name_bound():
         return {}
     return {"env_name": offline_specs.env_name}
+
+
+#: RLAlgorithm's loop methods before the Learner: an algorithm overriding one expects
+#: it to be called
+_LOOP_METHODS_BEFORE_THE_LEARNER = (
+    "train_iter", "unroll", "observe_unroll", "observe_for_replay", "train_from_replay_buffer",
+    "sample_replay", "gather_replay", "prepare", "attach_unroller")
 
 
 def env_name_bound() -> bool:

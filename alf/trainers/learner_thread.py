@@ -1,13 +1,14 @@
 """How the Trainer runs one iteration of its Learner: in the main loop, or split
 across two threads (``TrainerConfig.learner_thread=True``, RLlib's learner thread).
 
-**Main loop** (:class:`InlineRunner`, the default): ``Learner.run_iteration``;
+**Main loop** (:class:`InlineRunner`, the default): ``Learner.run_iteration``
+(``collect_step`` then ``train_collected``);
 acting and learning alternate.
 
 **Learner thread** (:class:`ThreadedRunner`): the main thread keeps collecting
 (stepping envs for a sync unroller, copying trajectories out of their slots for
 an async one) and stores each unroll; a learner thread trains, one
-:meth:`Learner.train_from_replay` per collected unroll, fed by a bounded queue of
+:meth:`Learner.train_collected` per collected unroll, fed by a bounded queue of
 ``learner_queue_size`` tokens (for APPO/IMPALA's async batches the token is the
 batch ``[B, T+1]``). Reusing a batch for several passes (RLlib's
 ``num_sgd_iter``) is the existing ``num_updates_per_train_iter`` (epochs over the
@@ -21,9 +22,11 @@ Consistency:
 - the optimizers write the weights under ``RunContext.weights_lock``, which the
   acting thread also holds for each policy step and weight publication, so no
   action is computed from half an update;
-- at a checkpoint, and at the end, the queue is drained first (every collected
-  unroll trained), so a checkpoint holds the same state as in the main loop and a
-  resume behaves as today.
+- at a checkpoint, an evaluation and the end, the queue is drained first (every
+  collected unroll trained), so a checkpoint holds the same state as in the main loop,
+  a resume behaves as today and an evaluation sees the policy of its iteration;
+- losses are summarised against the iteration that collected the unroll
+  (``RunContext.pinned_iteration``).
 
 What it costs: the policy acting is up to ``learner_queue_size`` training passes
 behind the learner (the *policy lag*, shown in the progress line and as
@@ -32,11 +35,13 @@ threads share torch's RNG). On-policy algorithms (A2C, REINFORCE) train through
 the rollout's autograd graph and cannot use it (one error says so).
 
 A learner thread that raises stops the run with its error at the next iteration
-boundary; a queue that stays empty past ``learner_queue_timeout_s`` (nothing
-collected: envs hung) is one :class:`LearnerStalledError` naming the wait.
+boundary; one collection that takes longer than ``learner_queue_timeout_s`` while
+the learner waits (envs hung) is one :class:`LearnerStalledError` naming the wait,
+raised in the main thread even while it is blocked (SIGUSR1, see :class:`_StallSignal`).
+After a crash the queued unrolls are dropped, not trained.
 """
-import contextlib
 import queue
+import signal
 import sys
 import threading
 import time
@@ -65,7 +70,7 @@ class InlineRunner:
     def progress_text(self) -> str:
         return ""
 
-    def close(self) -> None:
+    def close(self, drain: bool = True) -> None:
         """Nothing to stop."""
 
 
@@ -78,7 +83,8 @@ class ThreadedRunner:
     Args:
         learner: the prepared :class:`~alf.trainers.learner.Learner`.
         queue_size: collected unrolls that may wait for the learner.
-        timeout_s: the learner thread's longest wait for a batch.
+        timeout_s: the longest the learner thread waits for an unroll while the main
+            thread is collecting one.
     """
 
     def __init__(self, learner: Any, queue_size: int, timeout_s: float):
@@ -86,16 +92,16 @@ class ThreadedRunner:
         self._learner = learner
         self._timeout_s = float(timeout_s)
         self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, int(queue_size)))
-        self._buffer_lock = threading.RLock()
         self._context = learner.context
-        self._context.weights_lock = threading.RLock()
-        learner.buffer_lock = self._buffer_lock
-        learner.threaded = True
+        learner.use_locks(threading.RLock(), threading.RLock())
         self._error: Optional[BaseException] = None
-        self._collected = 0  # unrolls queued so far
+        self._failed = False  # sticky: the thread stopped on an error
+        self._collecting_since: Optional[float] = None  # main thread inside collection
         self._trained = 0  # unrolls trained so far
+        self._lags_lock = threading.Lock()
         self._lags: List[int] = []
         self._last_lags: List[int] = []
+        self._stall_signal = _StallSignal()
         self._thread = threading.Thread(target=self._train_forever, name="alf-learner",
                                         daemon=True)
         self._thread.start()
@@ -105,13 +111,18 @@ class ThreadedRunner:
         """Collect one unroll, store it and queue it for the learner thread; returns the
         env steps collected. Raises the learner thread's error, if it had one."""
         self._raise_if_failed()
-        learner = self._learner
-        steps, batch = learner.collect_for_thread()
+        learner, ctx = self._learner, self._context
+        trained_before = self._trained  # the policy acting is this many passes old
+        self._collecting_since = time.monotonic()
+        try:
+            steps, batch = learner.collect_step()
+        finally:
+            self._collecting_since = None
         if batch is not None:
-            self._put((self._collected, batch))
-            self._collected += 1
+            # the learner writes its summaries for this iteration, whenever it trains
+            self._put((trained_before, batch, ctx.iteration, ctx.should_summarize()))
         if learner.unroller is not None:
-            with self._context.weights_lock:  # publish a whole version, never half of one
+            with ctx.weights_lock:  # publish a whole version, never half of one
                 learner.unroller.after_train_iter(learner.algorithm)
         self._summarize()
         return steps
@@ -126,8 +137,9 @@ class ThreadedRunner:
                 continue
 
     def drain(self) -> None:
-        """Wait until every queued unroll is trained (before a checkpoint or the end)."""
-        while self._queue.unfinished_tasks:
+        """Wait until every queued unroll is trained (before a checkpoint, an evaluation
+        or the end); raises the learner thread's error if it stopped on one."""
+        while self._queue.unfinished_tasks and self._thread.is_alive():
             self._raise_if_failed()
             time.sleep(0.001)
         self._raise_if_failed()
@@ -145,7 +157,8 @@ class ThreadedRunner:
         return f" | learner lag {sum(lags) / len(lags):.1f}/{max(lags)}"
 
     def _summarize(self) -> None:
-        lags, self._lags = self._lags, []
+        with self._lags_lock:
+            lags, self._lags = self._lags, []
         if lags:
             self._last_lags = lags
         ctx = self._context
@@ -153,54 +166,104 @@ class ThreadedRunner:
             ctx.add_scalar("Learner/policy_lag", sum(lags) / len(lags))
             ctx.add_scalar("Learner/queue_size", self._queue.qsize())
 
-    def close(self) -> None:
-        """Train what is queued, then stop the thread (idempotent)."""
-        if self._thread.is_alive():
-            try:
-                if self._error is None:
-                    self.drain()
-            finally:
-                try:  # the thread may be failing right now, with the queue full
-                    self._queue.put(_STOP, timeout=1.0)
-                except queue.Full:
-                    pass
-                self._thread.join(timeout=max(1.0, self._timeout_s))
-                if self._thread.is_alive():  # a daemon: it ends with the process
-                    print(f"[alf] warning: the learner thread did not stop within "
-                          f"{self._timeout_s:.0f} s (TrainerConfig.learner_queue_timeout_s); "
-                          "leaving it", file=sys.stderr, flush=True)
-        self._context.weights_lock = contextlib.nullcontext()
-        self._learner.buffer_lock = contextlib.nullcontext()
-        self._learner.threaded = False
+    def close(self, drain: bool = True) -> None:
+        """Stop the thread (idempotent). ``drain``: train what is queued first (a normal
+        end or a stop that saves); False after a crash, when nothing more is saved."""
+        try:
+            if self._thread.is_alive():
+                try:
+                    if drain and not self._failed:
+                        self.drain()
+                finally:
+                    self._stop_thread()
+        finally:
+            self._learner.use_locks(None, None)
+            self._stall_signal.restore()
+
+    def _stop_thread(self) -> None:
+        try:  # the queue may be full (a crash): make room for the end marker
+            while True:
+                self._queue.get_nowait()
+                self._queue.task_done()
+        except queue.Empty:
+            pass
+        self._queue.put(_STOP)
+        self._thread.join(timeout=max(1.0, self._timeout_s))
+        if self._thread.is_alive():  # a daemon: it ends with the process
+            print(f"[alf] warning: the learner thread did not stop within "
+                  f"{self._timeout_s:.0f} s (TrainerConfig.learner_queue_timeout_s); "
+                  "leaving it", file=sys.stderr, flush=True)
 
     # --------------------------------------------------------- learner thread
     def _train_forever(self) -> None:
-        waited_since = time.monotonic()
         while True:
             try:
                 item = self._queue.get(timeout=0.5)
             except queue.Empty:
-                if time.monotonic() - waited_since > self._timeout_s:
-                    self._error = LearnerStalledError(
-                        f"the learner thread waited {self._timeout_s:.0f} s "
-                        "(TrainerConfig.learner_queue_timeout_s) for a collected batch and got "
-                        "none: the envs or env workers produce nothing")
+                self._check_stall()
+                if self._failed:
                     return
                 continue
             if item is _STOP:
                 self._queue.task_done()
                 return
-            collected_at, batch = item
+            trained_before, batch, iteration, summarize = item
             try:
-                self._lags.append(self._trained - collected_at)
-                self._learner.train_batch_in_thread(batch)
+                with self._lags_lock:
+                    self._lags.append(self._trained - trained_before)
+                with self._context.pinned_iteration(iteration, summarize):
+                    self._learner.train_collected(batch)
                 self._trained += 1
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-                self._error = e
-                self._queue.task_done()
+                self._fail(e)
                 return
-            self._queue.task_done()
-            waited_since = time.monotonic()
+            finally:
+                self._queue.task_done()
+
+    def _check_stall(self) -> None:
+        """The main thread has been collecting one unroll for longer than the timeout
+        while this thread waited: stop the run with one named error, raised in the main
+        thread even while it is blocked (envs hung)."""
+        since = self._collecting_since
+        if since is None or time.monotonic() - since <= self._timeout_s:
+            return
+        self._fail(LearnerStalledError(
+            f"the learner thread waited more than {self._timeout_s:.0f} s "
+            "(TrainerConfig.learner_queue_timeout_s) while the main thread collected one "
+            "unroll: the envs produce nothing (hung env or env worker?)"))
+        self._stall_signal.raise_in_main_thread(self)
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        self._failed = True
+
+
+class _StallSignal:
+    """Delivers a stalled learner's error to a main thread blocked in a system call (an
+    env pipe): SIGUSR1 to the main thread interrupts the call, and its handler raises the
+    runner's error there. Installed while a ThreadedRunner lives (main thread only)."""
+
+    def __init__(self):
+        self._runner: Any = None
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGUSR1, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        runner = self._runner
+        if runner is not None:
+            runner._raise_if_failed()
+
+    def raise_in_main_thread(self, runner: Any) -> None:
+        if self._previous is None:
+            return  # not installed (runner built off the main thread): raised at the next put
+        self._runner = runner
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGUSR1, self._previous)
+            self._previous = None
 
 
 def check_threadable(learner: Any) -> None:

@@ -28,7 +28,6 @@ from typing import Any, Optional, Sequence
 
 from alf.config import config_text as current_config_text
 from alf.distributed import PeerLostError
-from alf.errors import ConfigError
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
@@ -79,10 +78,6 @@ class Trainer:
         self._overrides = list(overrides)
         if rank_group is not None:
             config.device = rank_group.device_for(config.device)
-            if config.learner_thread:
-                raise ConfigError("TrainerConfig.learner_thread=True under torchrun: the ranks "
-                                  "average gradients in lock-step from their main threads; "
-                                  "set learner_thread=False for data-parallel runs")
         if config.random_seed is None:
             config.random_seed = random.SystemRandom().randrange(2 ** 31)
             logging.info("TrainerConfig.random_seed not set; using %d", config.random_seed)
@@ -108,6 +103,7 @@ class Trainer:
             (signal.SIGINT, signal.SIGTERM))
         self._wall_time_offset = 0.0  # training seconds before this process (restored)
         self._loop_start: Optional[float] = None
+        self._runner: Any = None  # runs iterations (in the loop; a learner thread maybe)
 
     def _build(self, config: TrainerConfig) -> None:
         """The Learner (:func:`build_learner`) and the evaluation env; on any failure
@@ -187,9 +183,8 @@ class Trainer:
         """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete);
         see :meth:`RunCheckpoints.save`."""
         with self._interrupts.shielded():
-            runner = getattr(self, "_runner", None)
-            if runner is not None:  # a learner thread: every collected unroll trained first
-                runner.drain()
+            if self._runner is not None:  # a learner thread: every unroll trained first
+                self._runner.drain()
             return self._checkpoints.save(self._wall_time())
 
     def restore_checkpoint(self) -> bool:
@@ -327,7 +322,7 @@ class Trainer:
         path = None
         failed = not save
         try:
-            self._runner_stop()
+            self._runner_stop(drain=save)
             if save and self._context.iteration != self._checkpoints.saved_iteration:
                 path = self.save_checkpoint()
             if save and self._group is not None:
@@ -346,10 +341,11 @@ class Trainer:
                 self.close()
         return path
 
-    def _runner_stop(self) -> None:
-        """Stop the learner thread, if any (its queued batches are trained first)."""
-        if getattr(self, "_runner", None) is not None:
-            self._runner.close()
+    def _runner_stop(self, drain: bool) -> None:
+        """Stop the learner thread, if any (``drain``: train its queued unrolls first)."""
+        runner, self._runner = getattr(self, "_runner", None), None
+        if runner is not None:
+            runner.close(drain=drain)
 
     def _loop(self) -> None:
         cfg, ctx = self._config, self._context
@@ -413,22 +409,22 @@ class Trainer:
                                 self._runner.progress_text())
         return stop
 
-    def _progress_text(self, metrics: EpisodeMetrics, fps: float, elapsed: float,
-                       ups: float = 0.0) -> str:
-        """The console progress line (see :meth:`RunReport.progress_text`)."""
-        runner = getattr(self, "_runner", None)
-        return self._report.progress_text(self._learner, metrics, fps, elapsed, ups,
-                                          runner.progress_text() if runner else "")
-
     def _evaluate(self) -> None:
+        self._runner.drain()  # a learner thread: evaluate the policy of this iteration
         results = self._report.evaluate(self.algorithm, self._eval_env,
                                         self.algorithm.data_transformer)
         if results and self.unroller is None:  # pure offline: evaluation is the return
             self._offline_metrics.add_finished(results, 0)
 
     def close(self) -> None:
-        """Close envs and the summary writer (idempotent)."""
-        self._runner_stop()
+        """Close envs and the summary writer (idempotent; a learner thread is stopped
+        without training what it has queued)."""
+        try:
+            self._runner_stop(drain=False)
+        finally:
+            self._close_envs()
+
+    def _close_envs(self) -> None:
         for env in (self.unroller, getattr(self, "_env", None),
                     getattr(self, "_eval_env", None)):
             if env is not None:

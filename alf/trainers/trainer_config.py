@@ -99,8 +99,9 @@ class TrainerConfig:
             Not for on-policy algorithms (A2C, REINFORCE).
         learner_queue_size: with ``learner_thread``: collected unrolls that may wait for
             the learner (the most the acting policy can fall behind, in training passes).
-        learner_queue_timeout_s: with ``learner_thread``: the learner's longest wait for a
-            collected unroll before the run stops with an error naming the wait.
+        learner_queue_timeout_s: with ``learner_thread``: the longest one collection may
+            take while the learner waits for it (hung envs) before the run stops with an
+            error naming the wait.
         num_checkpoints: keep this many newest checkpoints.
         checkpoint_interval: save every this many iterations (and at the end / on Ctrl-C).
         evaluate: run a separate evaluation env every ``eval_interval`` iterations.

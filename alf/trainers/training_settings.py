@@ -1,8 +1,8 @@
 """``TrainingSettings``: the slice of ``TrainerConfig`` the Learner (and an algorithm's
 :meth:`~alf.algorithms.rl_algorithm.RLAlgorithm.check_training_config`) reads.
 
-The Learner is handed these fields, not the whole ``TrainerConfig`` (51 fields
-about checkpoints, evaluation, threads, torchrun ...): what it depends on is
+The Learner is handed these fields, not the whole ``TrainerConfig`` (whose other
+fields are about checkpoints, evaluation, threads, torchrun ...): what it depends on is
 written here, typed, and a test or notebook can build a Learner from a few
 keywords (``TrainingSettings(unroll_length=4, mini_batch_size=32)``). Field names
 and defaults are ``TrainerConfig``'s, so error messages that name

@@ -133,7 +133,7 @@ class ActorWorker:
 
     # ---------------------------------------------------------------- acting
     def _act(self, group: _Group, raw_time_step: Any) -> Experience:
-        """One :class:`~alf.unrollers.act_step.ActStep` (``rollout_step``) for ``group``,
+        """One :class:`~alf.utils.act_step.ActStep` (``rollout_step``) for ``group``,
         with random actions while the learner's env steps are below
         ``initial_collect_steps``; the step to store."""
         override = (self._random_actions if self._counters[1] < self._initial_collect_steps

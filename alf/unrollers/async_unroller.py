@@ -101,6 +101,9 @@ class AsyncUnroller:
     def __init__(self, settings: AsyncSettings, config_text: str, specs: EnvSpecs, context: Any,
                  run_config: Any = None):
         config = self._config = settings
+        if settings.async_mode == "serial" and run_config is None:
+            raise ValueError("AsyncUnroller in serial mode needs run_config (the parsed "
+                             "TrainerConfig its in-process actor is built from)")
         self._run_config = run_config  # serial mode builds its actor from the parsed config
         self._config_text = config_text
         self._specs = specs

@@ -145,7 +145,7 @@ class _LearnerLink:
         self._conn.send(msg)
 
 
-def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None):
+def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None) -> ActorWorker:
     """The :class:`ActorWorker` of ``spec``: env groups and a rollout copy of the algorithm.
 
     ``serial_config``: the parsed TrainerConfig when running in the learner's process

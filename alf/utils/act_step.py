@@ -19,7 +19,7 @@ metrics and what is stored.
 
 It sits in :mod:`alf.utils`, below every layer that acts (docs/design/layers.md):
 the unrollers, the trainers and the dataset tools use :class:`ActStep`, and the
-algorithms' own unroll uses :func:`random_actions`. It needs only the core data
+Learner's random initial collection uses :func:`random_actions`. It needs only the core data
 types and duck-typed transformers and policies.
 
 Shapes: every tensor leaf is batch-major, ``[B, ...]``.

@@ -8,7 +8,8 @@ context of its own (:func:`default_run_context`); there is no module-level
 context. Its counters are checkpointed.
 """
 import contextlib
-from typing import Any, ContextManager, Dict, Optional
+import threading
+from typing import Any, ContextManager, Dict, Iterator, Optional
 
 
 class RunContext:
@@ -45,6 +46,7 @@ class RunContext:
         # held while an optimizer writes the weights in place, and while the policy acts,
         # when a learner thread trains beside the acting thread (a lock then; else a no-op)
         self.weights_lock: ContextManager = contextlib.nullcontext()
+        self._pinned = threading.local()  # see pinned_iteration
 
     def tick_cpu_governor(self) -> None:
         """Let the thread governor measure and resize if its period has passed."""
@@ -74,6 +76,18 @@ class RunContext:
         self.iteration += 1
         self._updates_before_iteration = self.num_updates
 
+    @contextlib.contextmanager
+    def pinned_iteration(self, iteration: int, due: bool) -> Iterator[None]:
+        """In the calling thread (a learner thread training an unroll the main thread
+        collected earlier): summaries belong to ``iteration``, and are due if ``due`` (the
+        main thread's :meth:`should_summarize` then) or at the run's first gradient steps,
+        whatever iteration the main thread has reached meanwhile."""
+        self._pinned.value = (int(iteration), bool(due), self.num_updates)
+        try:
+            yield
+        finally:
+            self._pinned.value = None
+
     def should_summarize(self) -> bool:
         """Whether summaries are due in the current iteration: every ``summary_interval``
         iterations and, with ``summarize_first_interval``, iteration 1 and the first
@@ -81,6 +95,11 @@ class RunContext:
         losses come later), once its first gradient step is taken."""
         if self.summary_writer is None:
             return False
+        pinned = getattr(self._pinned, "value", None)
+        if pinned is not None:
+            _, due, updates_before = pinned
+            return due or (self.summarize_first_interval and updates_before == 0
+                           and self.num_updates > 0)
         if self.iteration % self.summary_interval == 0:
             return True
         return self.summarize_first_interval and (
@@ -100,7 +119,10 @@ class RunContext:
         if self.summary_writer is None:
             return
         v = float(value)
-        self.summary_writer.add_scalar(tag, v, self.iteration if step is None else int(step))
+        if step is None:
+            pinned = getattr(self._pinned, "value", None)
+            step = self.iteration if pinned is None else pinned[0]
+        self.summary_writer.add_scalar(tag, v, int(step))
         group, _, name = tag.rpartition("/")
         self.summary_writer.add_scalar(f"{group or 'Metrics'}_vs_EnvironmentSteps/{name}", v,
                                        self.env_steps)

@@ -256,3 +256,20 @@ def test_legacy_algorithm_given_an_env_warns_and_trains_standalone():
         assert all(not torch.equal(a, b) for a, b in zip(alg.parameters(), before))
     finally:
         env.close()
+
+
+@alf.configurable
+class LegacyLoopReinforce(LegacyReinforceAlgorithm):
+    """An algorithm written before the Learner that changed the loop itself."""
+
+    def train_iter(self):
+        raise AssertionError("never called: the Learner owns the loop")
+
+
+def test_a_legacy_loop_override_is_one_config_error_naming_it(make_trainer, tmp_path):
+    """Silently bypassing an algorithm's own train_iter would train something else."""
+    conf = LEGACY_CART_POLE.replace("LegacyReinforceAlgorithm", "LegacyLoopReinforce")
+    with pytest.raises(ConfigError, match="LegacyLoopReinforce overrides train_iter: the "
+                                          "training loop moved from RLAlgorithm"):
+        make_trainer(tmp_path / "run", conf)
+    assert not (tmp_path / "run").exists()

@@ -224,7 +224,7 @@ def test_hybrid_batches_mix_both_buffers_and_offline_phase_steps_no_env(pendulum
             assert alg.train_iter() == 0  # offline phase: updates, no env step
         assert ctx.num_updates == 4 and ctx.env_steps == 0
         assert alg.replay_buffer.total_size() == 0
-        text = trainer._progress_text(trainer.unroller.metrics, 0.0, 1.0)
+        text = trainer._report.progress_text(trainer.learner, trainer.unroller.metrics, 0.0, 1.0)
         assert "| env steps 0/1,000 |" in text and "| updates 4 |" in text
         for _ in range(5):
             assert alg.train_iter() == 1
