@@ -47,6 +47,8 @@ import threading
 import time
 from typing import Any, List, Optional
 
+import torch
+
 from alf.errors import ConfigError, UserError
 from alf.trainers.learner import Learner
 
@@ -112,6 +114,7 @@ class ThreadedRunner:
         env steps collected. Raises the learner thread's error, if it had one."""
         self._raise_if_failed()
         learner, ctx = self._learner, self._context
+        _follow_thread_governor(ctx)
         trained_before = self._trained  # the policy acting is this many passes old
         self._collecting_since = time.monotonic()
         try:
@@ -208,6 +211,7 @@ class ThreadedRunner:
                 self._queue.task_done()
                 return
             trained_before, batch, iteration, summarize = item
+            _follow_thread_governor(self._context)
             try:
                 with self._lags_lock:
                     self._lags.append(self._trained - trained_before)
@@ -264,6 +268,15 @@ class _StallSignal:
         if self._previous is not None:
             signal.signal(signal.SIGUSR1, self._previous)
             self._previous = None
+
+
+def _follow_thread_governor(context: Any) -> None:
+    """Use the run's current torch thread count in this thread: with OpenMP,
+    ``torch.set_num_threads`` sets the count of the calling thread only, and the thread
+    governor resizes from whichever thread ticks it."""
+    governor = getattr(context, "cpu_governor", None)
+    if governor is not None and torch.get_num_threads() != governor.threads:
+        torch.set_num_threads(governor.threads)
 
 
 def check_threadable(learner: Any) -> None:
