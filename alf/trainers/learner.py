@@ -230,9 +230,15 @@ class Learner:
 
     def train_collected(self, batch: Any) -> Optional[LossInfo]:
         """The training half: :meth:`train_from_replay` on what :meth:`collect_step`
-        returned (under the buffer lock of a learner thread)."""
-        with self.buffer_lock:
-            return self.train_from_replay(None if batch is True else batch)
+        returned. With a learner thread, whole-buffer training holds the buffer lock
+        throughout (it gathers, trains, then clears what it gathered); sampled training
+        only while it samples and sends priorities back, so storing the next unroll
+        overlaps the gradient steps."""
+        batch = None if batch is True else batch
+        if batch is None and self._uses("whole_replay_buffer_training"):
+            with self.buffer_lock:
+                return self.train_from_replay(batch)
+        return self.train_from_replay(batch)
 
     def use_locks(self, buffer_lock: Optional[ContextManager],
                   weights_lock: Optional[ContextManager]) -> None:
@@ -343,20 +349,26 @@ class Learner:
         ``(loss, experience, info)`` of the last one."""
         alg, cfg, ctx = self._algorithm, self._settings, self._context
         length = self.replay.sequence_length()
-        if self.offline_buffer is None and not self._all_ranks(
-                int(self.replay_buffer.current_size().max()) >= length):
+        lock = self.buffer_lock  # a learner thread: held while the buffers are read only
+        with lock:
+            ready = self.offline_buffer is not None or \
+                int(self.replay_buffer.current_size().max()) >= length
+        if self.offline_buffer is None and not self._all_ranks(ready):
             return None, None, None
         if cfg.mini_batch_size is None:
             raise ConfigError("Set TrainerConfig.mini_batch_size for replay-buffer sampling")
         self.replay.agree_online_ready(length)  # same offline/online mix on all ranks
         loss_info = info = experience = None
         for _ in range(cfg.num_updates_per_train_iter):
-            experience = alg.preprocess_experience(
-                self.replay.training_batch(cfg.mini_batch_size, length))
+            with lock:
+                batch = self.replay.training_batch(cfg.mini_batch_size, length)
+            experience = alg.preprocess_experience(batch)
             loss_info, info = alg.train_on_batch(experience)
-            self.replay.update_priority(experience, loss_info)
+            with lock:
+                self.replay.update_priority(experience, loss_info)
             if cfg.update_counter_every_mini_batch and ctx.should_summarize_update():
                 alg.summarize_train(experience, info, loss_info, step=ctx.num_updates)
         if self._uses("clear_replay_buffer") and self.replay_buffer is not None:
-            self.replay_buffer.clear()
+            with lock:
+                self.replay_buffer.clear()
         return loss_info, experience, info

@@ -98,7 +98,7 @@ class TrainerConfig:
             of a policy lag (shown in the progress line) and of bit-identical reruns.
             Not for on-policy algorithms (A2C, REINFORCE).
         learner_queue_size: with ``learner_thread``: collected unrolls that may wait for
-            the learner (the most the acting policy can fall behind, in training passes).
+            the learner (the acting policy falls at most this + 1 training passes behind).
         learner_queue_timeout_s: with ``learner_thread``: the longest one collection may
             take while the learner waits for it (hung envs) before the run stops with an
             error naming the wait.
