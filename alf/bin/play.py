@@ -220,7 +220,9 @@ class _Progress:
         if self.stop.requested:
             raise KeyboardInterrupt
         now = time.monotonic()
-        if self.interval > 0 and now - self._last >= self.interval:
+        # length 0: before the first step, or the step that ended the episode (the
+        # counters are reset then); the episode's end is reported by its own line
+        if self.interval > 0 and self.step > 0 and now - self._last >= self.interval:
             self._last = now
             print(f"episode {self.episode}: step {self.step:,}, return {self.ret:.1f}",
                   file=sys.stderr, flush=True)
