@@ -8,9 +8,10 @@ keywords (``TrainingSettings(unroll_length=4, mini_batch_size=32)``). Field name
 and defaults are ``TrainerConfig``'s, so error messages that name
 ``TrainerConfig.<field>`` stay true.
 """
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Union
+
+from alf.utils.config_slice import config_slice
 
 Schedule = Union[float, Callable[[float], float]]
 
@@ -48,5 +49,4 @@ class TrainingSettings:
     def from_config(cls, config: Any) -> "TrainingSettings":
         """The fields of a ``TrainerConfig`` (or any object with them; a missing one keeps
         its default)."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        return cls(**{n: getattr(config, n) for n in names if hasattr(config, n)})
+        return config_slice(cls, config)

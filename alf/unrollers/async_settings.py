@@ -4,11 +4,11 @@ Field names and meanings are ``TrainerConfig``'s (see its docstring), so message
 that name ``TrainerConfig.<field>`` stay true; :meth:`AsyncSettings.from_config`
 reads them by name (this layer does not import :mod:`alf.trainers`).
 """
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from alf.unrollers.env_worker import ActorSettings
+from alf.utils.config_slice import config_slice
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,7 @@ class AsyncSettings:
     @classmethod
     def from_config(cls, config: Any) -> "AsyncSettings":
         """The fields of a ``TrainerConfig`` (a missing one keeps its default)."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        return cls(**{n: getattr(config, n) for n in names if hasattr(config, n)})
+        return config_slice(cls, config)
 
     @property
     def update_period(self) -> int:
