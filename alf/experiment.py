@@ -10,6 +10,8 @@ Roles:
     ``"learner"``: trains (the :class:`~alf.trainers.learner.Learner` around it reads
         the training settings), on ``TrainerConfig.device``.
     ``"actor"``: an async env worker's rollout copy, on the CPU; never trains.
+    ``"policy"``: a policy worker's rollout copy (batched inference for many env workers),
+        on ``TrainerConfig.device``; never trains.
     ``"player"``: ``alf.bin.play``/evaluation, on the CPU, in eval mode.
 
 An algorithm is built from specs alone. One written before the Learner existed
@@ -25,7 +27,7 @@ from alf.environments.env_specs import EnvSpecs  # noqa: F401 - the experiment's
 from alf.errors import ConfigError
 from alf.utils.run_context import RunContext
 
-ROLES = ("learner", "actor", "player")
+ROLES = ("learner", "actor", "policy", "player")
 
 
 def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
@@ -53,7 +55,8 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
             config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval,
             summarize_first_interval=config.summarize_first_interval), **legacy)
     algorithm.set_data_transformer(transformer)
-    device = config.device if role == "learner" else "cpu"  # actors/players act on the CPU
+    # actors/players act on the CPU; policy workers batch inference on the learner's device
+    device = config.device if role in ("learner", "policy") else "cpu"
     try:
         algorithm.to(device)
     except (RuntimeError, AssertionError) as e:

@@ -48,7 +48,14 @@ class TrainerConfig:
             Left at the default, it is lowered (with a note) to the largest count that
             splits a worker's envs evenly (1 for a single env).
         env_worker_threads: async: torch threads and env-engine (ale-py/envpool) threads
-            per env group in a worker.
+            per env group in a worker (and torch threads per policy worker).
+        num_policy_workers: async: policy worker processes (Sample Factory's) that act
+            for every env group of every env worker with one batched forward on
+            ``device``; the env workers then hold no network. 0: each env worker acts
+            with its own copy (in-worker inference). None: picked from the machine and
+            said in the log (1 with a CUDA device; on a CPU machine with >= 8 usable CPUs
+            and >= 4 env workers, one per 4 env workers; else 0). At most
+            ``num_env_workers``.
         max_policy_lag: async ``"processes"``: discard (and count) trajectories collected
             with weights more than this many versions behind the learner (None: keep all).
         env_worker_timeout_s: async: an env worker that reports nothing for this long is
@@ -152,6 +159,7 @@ class TrainerConfig:
                  num_env_workers: PositiveInt = 1,
                  env_groups_per_worker: PositiveInt = 2,
                  env_worker_threads: PositiveInt = 1,
+                 num_policy_workers: Optional[NonNegativeInt] = None,
                  max_policy_lag: Optional[NonNegativeInt] = None,
                  env_worker_timeout_s: Positive = 60.0,
                  max_env_worker_restarts: NonNegativeInt = 5,
@@ -208,6 +216,7 @@ class TrainerConfig:
         self.num_env_workers = int(num_env_workers)
         self.env_groups_per_worker = int(env_groups_per_worker)
         self.env_worker_threads = int(env_worker_threads)
+        self.num_policy_workers = None if num_policy_workers is None else int(num_policy_workers)
         self.max_policy_lag = max_policy_lag
         self.env_worker_timeout_s = float(env_worker_timeout_s)
         self.max_env_worker_restarts = int(max_env_worker_restarts)
@@ -324,6 +333,13 @@ class TrainerConfig:
         if self.unroll_length == 0 and self.max_unroll_length < 1:
             raise ConfigError("TrainerConfig.unroll_length=0 (async: train on whatever is ready) "
                               "needs TrainerConfig.max_unroll_length >= 1, the trajectory length")
+        if (self.num_policy_workers is not None
+                and self.num_policy_workers > self.num_env_workers):
+            raise ConfigError(
+                f"TrainerConfig.num_policy_workers={self.num_policy_workers} is more than "
+                f"num_env_workers={self.num_env_workers}: each policy worker serves whole env "
+                "workers, so the extra ones would have nothing to do. Use at most "
+                f"{self.num_env_workers}, or more env workers")
         if self.max_policy_lag is not None:
             if self.async_mode == "deterministic":
                 raise ConfigError("TrainerConfig.max_policy_lag does not apply to "

@@ -28,6 +28,8 @@ class AsyncSettings:
     initial_collect_steps: int = 0
     metric_buffer_size: int = 20
     random_seed: Optional[int] = None
+    num_policy_workers: Optional[int] = None
+    device: str = "cpu"
 
     @classmethod
     def from_config(cls, config: Any) -> "AsyncSettings":

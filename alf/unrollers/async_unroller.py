@@ -39,17 +39,24 @@ import torch
 from alf import nest as alf_nest
 from alf.environments import create_environment
 from alf.errors import RunFailedError
-from alf.experiment import EnvSpecs
+from alf.experiment import EnvSpecs, build_algorithm
 from alf.metrics import EpisodeMetrics
+from alf.unrollers.act_inbox import ActInbox
 from alf.unrollers.actor_worker import Trajectory
 from alf.unrollers.env_groups import split_envs
 from alf.unrollers.async_settings import AsyncSettings
-from alf.unrollers.env_worker import WorkerSpec, build_actor
+from alf.unrollers.env_worker import WorkerSpec, build_actor, build_stepper
+from alf.unrollers.policy_server import PolicyServer
+from alf.unrollers.policy_worker import PolicyWorkerSpec
+from alf.unrollers.policy_workers import (PolicyWorkerHandle, PolicyWorkers,
+                                          resolve_num_policy_workers)
+from alf.unrollers.serial_policy import DirectPolicyLink, SerialLink
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
 from alf.unrollers.weight_channel import WeightChannel
 from alf.unrollers.worker_pool import WorkerHandle, WorkerPool
 from alf.utils.process_signals import sigint_ignored_in_children
+from alf.utils.run_context import RunContext
 
 MODES = ("processes", "deterministic", "serial")
 SLOT_MEMORY_BUDGET = 1 << 30  # bytes of trajectory slots at most (unroll_queue_size is capped)
@@ -115,6 +122,11 @@ class AsyncUnroller:
                            groups_set=_bound("TrainerConfig.env_groups_per_worker"))
         self._split_note = split.note  # printed when the workers start
         self._num_workers, self._groups, self._per_group = workers, split.groups, split.per_group
+        self._num_policy, self._policy_why = resolve_num_policy_workers(
+            config.num_policy_workers, config.device, workers)
+        self._num_policy = min(self._num_policy, workers)  # each serves at least one
+        self._policy: Optional[PolicyWorkers] = None
+        self._policy_heartbeat: Optional[torch.Tensor] = None
         length = int(config.unroll_length) if config.unroll_length else int(config.max_unroll_length)
         self._take_all_ready = not config.unroll_length
         self._T = length
@@ -162,14 +174,21 @@ class AsyncUnroller:
         return self._specs.action_spec
 
     def worker_pids(self) -> List[int]:
-        """Process ids of the live env worker processes (none in serial mode)."""
-        return [w.process.pid for w in self._workers
+        """Process ids of the live env and policy worker processes (none in serial mode)."""
+        pids = [w.process.pid for w in self._workers
                 if w.process is not None and w.process.pid is not None]
+        return pids + (self._policy.pids() if self._policy is not None else [])
+
+    @property
+    def num_policy_workers(self) -> int:
+        """Policy workers acting for the env workers (0: in-worker inference)."""
+        return self._num_policy
 
     @property
     def restarts(self) -> int:
-        """Env worker restarts so far (all workers)."""
-        return self._pool.restarts if self._pool is not None else 0
+        """Env and policy worker restarts so far (all workers)."""
+        env = self._pool.restarts if self._pool is not None else 0
+        return env + (self._policy.pool.restarts if self._policy is not None else 0)
 
     @property
     def discarded_trajectories(self) -> int:
@@ -216,11 +235,20 @@ class AsyncUnroller:
                        for g in range(self._groups)]
             slots = [TrajectorySlots(spec, self._slots_per_group, self._T + 1, self._per_group,
                                      shared=shared) for _ in range(self._groups)]
-            self._workers.append(WorkerHandle(w, offsets, slots))
+            handle = WorkerHandle(w, offsets, slots)
+            if self._num_policy:
+                handle.inboxes = [ActInbox(self._specs.time_step_spec,
+                                           algorithm.rollout_state_spec,
+                                           algorithm.data_transformer.state_spec,
+                                           self._per_group, shared=shared)
+                                  for _ in range(self._groups)]
+            self._workers.append(handle)
         self._weights = WeightChannel(algorithm.rollout_state_dict(), shared=shared)
         self._heartbeat = torch.zeros(self._num_workers, dtype=torch.float64)
+        self._policy_heartbeat = torch.zeros(max(1, self._num_policy), dtype=torch.float64)
         if shared:
             self._heartbeat.share_memory_()
+            self._policy_heartbeat.share_memory_()
 
     def _publish(self) -> None:
         ctx = self._context
@@ -238,13 +266,25 @@ class AsyncUnroller:
               f"{self._groups} group(s) x {self._per_group} envs, {self._T}-step trajectories, "
               f"{self._slots_per_group} slots per group ({mb:,.0f} MiB)",
               file=sys.stderr, flush=True)
+        if self._num_policy or self._config.num_policy_workers is None:
+            print(f"[alf] async unroll: {self._num_policy} policy worker(s) "
+                  f"({self._policy_why})", file=sys.stderr, flush=True)
         self._started = True
         if self._mode == "serial":
             self._start_serial()
             return
+        extra_args = lambda w: ()  # noqa: E731 - in-worker inference: no pipe to a policy worker
+        if self._num_policy:
+            self._policy = PolicyWorkers(self._num_policy, self._workers, self._policy_spec,
+                                         self._policy_heartbeat, self._per_group,
+                                         self._config.env_worker_timeout_s,
+                                         self._config.max_env_worker_restarts)
+            self._policy.pool.start()
+            extra_args = self._policy.env_args
         self._pool = WorkerPool(self._workers, self._spec, self._heartbeat, self._per_group,
                                 self._config.env_worker_timeout_s,
-                                self._config.max_env_worker_restarts, self._forget)
+                                self._config.max_env_worker_restarts, self._forget,
+                                extra_args=extra_args)
         self._pool.start()
         self._last_trajectory = time.monotonic()
 
@@ -260,7 +300,21 @@ class AsyncUnroller:
             envs_per_group=self._per_group, env_id_offsets=w.offsets, slots=w.slots,
             weights=self._weights, heartbeat=self._heartbeat, first_seq=w.next_seq,
             base_version=self._base_version, learner_pid=os.getpid(),
-            settings=self._config.actor_settings())
+            settings=self._config.actor_settings(),
+            inboxes=w.inboxes if self._num_policy else None)
+
+    def _policy_spec(self, p: PolicyWorkerHandle) -> PolicyWorkerSpec:
+        served = [self._workers[w] for w in p.env_workers]
+        settings = self._config.actor_settings()
+        return PolicyWorkerSpec(
+            worker_id=p.worker_id, incarnation=p.incarnation, config_text=self._config_text,
+            seed=self._seed + p.incarnation * RESTART_SEED_STRIDE, specs=self._specs,
+            env_workers=list(p.env_workers), groups_per_worker=self._groups,
+            inboxes={(w.worker_id, g): w.inboxes[g] for w in served for g in range(self._groups)},
+            slots={(w.worker_id, g): w.slots[g] for w in served for g in range(self._groups)},
+            weights=self._weights, heartbeat=self._policy_heartbeat, learner_pid=os.getpid(),
+            deterministic=settings.deterministic, num_threads=settings.num_threads,
+            initial_collect_steps=settings.initial_collect_steps)
 
     def _update_period(self) -> int:
         return self._config.update_period
@@ -320,7 +374,10 @@ class AsyncUnroller:
         """Workers alive (heartbeats fresh) but no trajectory for ``env_worker_timeout_s``:
         say so instead of waiting forever (e.g. a worker waiting for weights that will
         never be published)."""
-        quiet = time.monotonic() - max(self._last_trajectory, self._pool.last_ready_at)
+        ready_at = self._pool.last_ready_at
+        if self._policy is not None:
+            ready_at = max(ready_at, self._policy.pool.last_ready_at)
+        quiet = time.monotonic() - max(self._last_trajectory, ready_at)
         limit = float(self._config.env_worker_timeout_s)
         if quiet > limit:
             raise RunFailedError(
@@ -331,6 +388,22 @@ class AsyncUnroller:
 
     def _handle_error(self, w: WorkerHandle, msg: Any) -> None:
         self._pool.restart(w, f"raised {msg[1]}")
+
+    def _messages(self) -> List[Tuple[WorkerHandle, Any]]:
+        """The env workers' messages (waiting up to 0.5 s for one); a policy worker's error
+        report restarts it."""
+        if self._policy is not None:
+            for p, msg in self._policy.pool.messages(0):
+                if msg[0] == "error":
+                    self._policy.pool.restart(p, f"raised {msg[1]}")
+        return self._pool.messages(0.5)
+
+    def _check_workers(self) -> None:
+        """Exit codes and heartbeats of every worker process, then the stall check."""
+        if self._policy is not None:
+            self._policy.pool.check_health()
+        self._pool.check_health()
+        self._check_stall()
 
     def _collect_ready(self) -> List[Tuple[Any, Trajectory]]:
         """Arrival order: the oldest reported trajectories first, until the batch holds
@@ -355,14 +428,13 @@ class AsyncUnroller:
                 self._account(traj)
             if len(received) >= need or (self._take_all_ready and received):
                 return received
-            for w, msg in self._pool.messages(0.5):
+            for w, msg in self._messages():
                 if msg[0] == "error":
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
                     self._backlog.append((w, w.incarnation, msg[1]))
                     self._last_trajectory = time.monotonic()
-            self._pool.check_health()
-            self._check_stall()
+            self._check_workers()
 
     def _collect_ordered(self) -> List[Tuple[Any, Trajectory]]:
         """Deterministic: trajectory ``next_seq`` of every group, in (worker, group) order."""
@@ -372,7 +444,7 @@ class AsyncUnroller:
                        if (w.worker_id, g, w.next_seq) not in self._pending]
             if not missing:
                 break
-            for w, msg in self._pool.messages(0.5):
+            for w, msg in self._messages():
                 if msg[0] == "error":
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
@@ -380,8 +452,7 @@ class AsyncUnroller:
                     self._pending[(w.worker_id, traj.group, traj.seq)] = (
                         self._take(w, traj), traj)
                     self._last_trajectory = time.monotonic()
-            self._pool.check_health()
-            self._check_stall()
+            self._check_workers()
         received = []
         for w in self._workers:
             for g in range(self._groups):
@@ -396,10 +467,22 @@ class AsyncUnroller:
     def _start_serial(self) -> None:
         w = self._workers[0]
         w.incarnation = 0
-        self._serial_link = _SerialLink(w.slots)
+        self._serial_link = SerialLink(w.slots)
+        spec = self._spec(w)
+        if self._num_policy:  # the policy worker's server, called directly
+            server = PolicyServer(
+                build_algorithm(self._run_config, self._specs, "policy", RunContext()),
+                self._weights, {(0, g): w.inboxes[g] for g in range(self._groups)},
+                {(0, g): w.slots[g] for g in range(self._groups)},
+                spec.settings.initial_collect_steps, wait=self._serial_link.wait,
+                device=self._config.device)
         with sigint_ignored_in_children():  # env subprocesses: the Trainer handles Ctrl-C
-            self._serial_actor = build_actor(self._spec(w), self._serial_link,
-                                             serial_config=self._run_config)
+            if self._num_policy:
+                self._serial_actor = build_stepper(spec, self._serial_link,
+                                                   DirectPolicyLink(server), pin_newest=True)
+            else:
+                self._serial_actor = build_actor(spec, self._serial_link,
+                                                 serial_config=self._run_config)
 
     def _collect_serial(self) -> List[Tuple[Any, Trajectory]]:
         w = self._workers[0]
@@ -448,26 +531,5 @@ class AsyncUnroller:
             self._serial_actor.close()
         if self._pool is not None:
             self._pool.close()
-
-
-class _SerialLink:
-    """Serial mode's stand-in for a worker's pipe: slots freed in-process."""
-
-    def __init__(self, slots: List[TrajectorySlots]):
-        self._free = [list(range(s.num_slots)) for s in slots]
-
-    def free(self, group: int, slot: int) -> None:
-        self._free[group].append(slot)
-
-    def acquire_slot(self, group: int) -> int:
-        if not self._free[group]:
-            raise RuntimeError("serial async unroll: no free trajectory slot")
-        return self._free[group].pop(0)
-
-    def wait(self) -> None:
-        raise RuntimeError("serial async unroll: the weights it waits for can never come "
-                           "(deterministic waits need the process mode)")
-
-    def poll(self) -> None:
-        pass
-
+        if self._policy is not None:
+            self._policy.close()

@@ -31,7 +31,9 @@ import signal
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, List
+from multiprocessing.connection import wait as wait_connections
+from multiprocessing.reduction import recv_handle
+from typing import Any, Dict, List, Optional
 
 import gin
 import torch
@@ -39,7 +41,10 @@ import torch
 from alf import config as alf_config
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs, build_algorithm
+from alf.unrollers.act_inbox import ActInbox
 from alf.unrollers.actor_worker import ActorWorker
+from alf.unrollers.env_stepper import EnvStepper, PolicyLink
+from alf.unrollers.policy_server import ActReply, ActRequest
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils.parent_watchdog import start_parent_watchdog
@@ -91,6 +96,8 @@ class WorkerSpec:
     learner_pid: int
     settings: ActorSettings  # the config slice the worker reads
     base_version: int = 0  # the learner's version when the run (or resume) started
+    # policy workers act for this worker: per group, its inbox (None: in-worker inference)
+    inboxes: Optional[List[ActInbox]] = None
 
 
 class _Stop(BaseException):
@@ -113,12 +120,24 @@ class _LearnerLink:
         self._conn = conn
         self._free: List[List[int]] = [list(range(s.num_slots)) for s in spec.slots]
         self._last_poll = 0.0
+        self.on_policy_pipe = lambda conn: None  # a restarted policy worker's new pipe
+
+    @property
+    def conn(self) -> Connection:
+        return self._conn
 
     def _handle(self, msg: Any) -> None:
         if msg[0] == "stop":
             raise _Stop()
         if msg[0] == "free":
             self._free[msg[1]].append(msg[2])
+        elif msg[0] == "policy":  # followed by the pipe's file descriptor
+            self.on_policy_pipe(Connection(recv_handle(self._conn)))
+
+    def take_messages(self) -> None:
+        """Handle every learner message waiting now."""
+        while self._conn.poll():
+            self._handle(self._conn.recv())
 
     def poll(self) -> None:
         """Beat the heart and take any learner messages (cheap; at most every 20 ms)."""
@@ -143,6 +162,58 @@ class _LearnerLink:
 
     def send(self, msg: Any) -> None:
         self._conn.send(msg)
+
+
+class _PipePolicyLink(PolicyLink):
+    """An env worker's pipe to its policy worker. Requests in flight are kept until
+    answered, and re-sent when a restarted policy worker's new pipe arrives (through the
+    learner link); while waiting, the worker beats its heart and obeys the learner."""
+
+    def __init__(self, conn: Connection, learner: _LearnerLink, heartbeat: Any):
+        self._conn: Optional[Connection] = conn
+        self._learner = learner
+        self._heartbeat = heartbeat
+        self._in_flight: Dict[int, ActRequest] = {}
+        self._replies: Dict[int, ActReply] = {}
+        learner.on_policy_pipe = self._replace
+
+    def _replace(self, conn: Connection) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = conn
+        for request in self._in_flight.values():  # the dead worker's work, again
+            self._send(request)
+
+    def _send(self, request: ActRequest) -> None:
+        try:
+            self._conn.send(request)
+        except (OSError, ValueError):  # the policy worker is gone: re-sent on its restart
+            pass
+
+    def request(self, request: ActRequest) -> None:
+        self._in_flight[request.group] = request
+        if self._conn is not None:
+            self._send(request)
+
+    def wait_reply(self, group: int) -> ActReply:
+        while group not in self._replies:
+            self._heartbeat()
+            conns = [self._learner.conn] + ([self._conn] if self._conn is not None else [])
+            ready = wait_connections(conns, 0.05)
+            if self._learner.conn in ready:
+                self._learner.take_messages()
+            if self._conn is not None and self._conn in ready:
+                try:
+                    while self._conn.poll():
+                        reply = self._conn.recv()
+                        if reply.group in self._in_flight and \
+                                self._in_flight[reply.group].n == reply.n:
+                            del self._in_flight[reply.group]
+                            self._replies[reply.group] = reply
+                except (EOFError, OSError):  # the policy worker died: wait for its successor
+                    self._conn.close()
+                    self._conn = None
+        return self._replies.pop(group)
 
 
 def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None) -> ActorWorker:
@@ -175,7 +246,52 @@ def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None) -> Actor
         raise
 
 
-def worker_main(spec: WorkerSpec, conn: Connection) -> None:
+def build_stepper(spec: WorkerSpec, learner: Any, policy: PolicyLink,
+                  pin_newest: bool = False) -> EnvStepper:
+    """The :class:`EnvStepper` of ``spec`` (policy workers act for it): env groups only.
+    The config is parsed already (``create_environment`` reads it). ``pin_newest``
+    (serial mode): each trajectory is acted with the newest weights at its start, as an
+    :class:`ActorWorker` does; otherwise the newest at each step (or, deterministic, the
+    exact version)."""
+    settings = spec.settings
+    envs = []
+    try:
+        for offset in spec.env_id_offsets:
+            envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
+                                           seed=spec.seed, env_id_offset=offset,
+                                           num_threads=settings.num_threads))
+        wanted = ((lambda seq: version_for_seq(seq + spec.first_seq, settings.update_period,
+                                               spec.base_version))
+                  if settings.deterministic else None)
+        if pin_newest and wanted is None:
+            wanted = lambda seq: spec.weights.latest_version()  # noqa: E731
+        return EnvStepper(spec.worker_id, envs, spec.slots, spec.inboxes, policy,
+                          learner.acquire_slot, version_for_seq=wanted, heartbeat=learner.poll)
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+
+
+def describe_exception(e: BaseException) -> str:
+    """``"Type: message (at file.py:line)"``: the one line a worker reports."""
+    where = traceback.extract_tb(e.__traceback__)
+    frame = where[-1] if where else None
+    text = f"{type(e).__name__}: {e}"
+    if frame is not None:
+        text += f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
+    return text
+
+
+def _build(spec: WorkerSpec, link: _LearnerLink, policy_conn: Optional[Connection]) -> Any:
+    if spec.inboxes is None:
+        return build_actor(spec, link)
+    alf_config.parse_config(config_text=spec.config_text, config_name="<run config>")
+    return build_stepper(spec, link, _PipePolicyLink(policy_conn, link, link.poll))
+
+
+def worker_main(spec: WorkerSpec, conn: Connection,
+                policy_conn: Optional[Connection] = None) -> None:
     """Process entry point (module level: ``spawn`` pickles it by reference)."""
     for stop in (signal.SIGINT, signal.SIGTERM):  # the learner decides how to stop
         signal.signal(stop, signal.SIG_IGN)
@@ -189,7 +305,7 @@ def worker_main(spec: WorkerSpec, conn: Connection) -> None:
     worker = None
     failed = False
     try:
-        worker = build_actor(spec, link)
+        worker = _build(spec, link, policy_conn)
         link.send(("ready", os.getpid()))
         seq_offset = spec.first_seq
         while True:
@@ -199,13 +315,8 @@ def worker_main(spec: WorkerSpec, conn: Connection) -> None:
         pass
     except BaseException as e:  # noqa: BLE001 - reported to the learner, which decides
         failed = True
-        where = traceback.extract_tb(e.__traceback__)
-        frame = where[-1] if where else None
-        text = f"{type(e).__name__}: {e}"
-        if frame is not None:
-            text += f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
         try:
-            link.send(("error", text))
+            link.send(("error", describe_exception(e)))
         except (OSError, EOFError):
             pass
     finally:

@@ -1,7 +1,8 @@
-"""The env worker processes of an async run: start, watch, restart and stop them.
+"""The worker processes of an async run: start, watch, restart and stop them.
 
-:class:`WorkerPool` owns one :class:`WorkerHandle` per env worker (process, pipe,
-incarnation). It starts workers with ``spawn`` (SIGINT ignored, non-daemonic so
+:class:`WorkerPool` owns one handle per worker process (process, pipe,
+incarnation): env workers (:class:`WorkerHandle`) or policy workers (the same
+pool with another entry point). It starts workers with ``spawn`` (SIGINT ignored, non-daemonic so
 that they may start env subprocesses), waits for their ``ready``, gathers their
 messages from all pipes at once, and on a fault (an error report, an exit code,
 or a heartbeat older than ``timeout_s``) names the worker, restarts it with fresh
@@ -11,7 +12,8 @@ Stopping asks each worker to stop, then terminates and kills (never waits foreve
 import sys
 import time
 from multiprocessing.connection import wait as wait_connections
-from typing import Any, Callable, List, Optional, Tuple
+from multiprocessing.connection import Connection
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.multiprocessing as torch_mp
@@ -34,6 +36,11 @@ class WorkerHandle:
         self.incarnation = -1
         self.next_seq = 0  # deterministic: the next sequence number expected per group
         self.ready = False
+        self.inboxes: Optional[List[Any]] = None  # per group ActInbox, with policy workers
+
+    @property
+    def process_name(self) -> str:
+        return f"alf-env-worker-{self.worker_id}"
 
     def describe(self, envs_per_group: int) -> str:
         first, last = self.offsets[0], self.offsets[-1] + envs_per_group - 1
@@ -53,12 +60,24 @@ class WorkerPool:
         max_restarts: restarts (all workers together) before giving up.
         on_restart: ``fn(handle)`` called before a worker is relaunched (drop what its
             previous incarnation reported but was not used).
+        target: the process entry point, ``fn(spec, learner_conn, *extra_args)``.
+        extra_args: ``fn(handle) -> tuple`` of further arguments for the next launch
+            (e.g. pipes to other workers); the learner's copies of any
+            :class:`Connection` in it are closed once the process has started.
+        restart_note: what a restart does, for the warning line.
     """
 
-    def __init__(self, handles: List[WorkerHandle], make_spec: Callable[[WorkerHandle], WorkerSpec],
+    def __init__(self, handles: Sequence[Any], make_spec: Callable[[Any], Any],
                  heartbeat: torch.Tensor, envs_per_group: int, timeout_s: float,
-                 max_restarts: int, on_restart: Callable[[WorkerHandle], None] = lambda w: None):
-        self.workers = handles
+                 max_restarts: int, on_restart: Callable[[Any], None] = lambda w: None,
+                 target: Callable[..., None] = worker_main,
+                 extra_args: Callable[[Any], tuple] = lambda w: (),
+                 restart_note: str = "restarting it with fresh envs (its partial trajectory "
+                                     "is discarded"):
+        self.workers = list(handles)
+        self._target = target
+        self._extra_args = extra_args
+        self._restart_note = restart_note
         self._make_spec = make_spec
         self._heartbeat = heartbeat
         self._per_group = envs_per_group
@@ -126,11 +145,16 @@ class WorkerPool:
         ctx = torch_mp.get_context("spawn")
         w.incarnation += 1
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        process = ctx.Process(target=worker_main, args=(self._make_spec(w), child_conn),
-                              name=f"alf-env-worker-{w.worker_id}", daemon=False)
+        extra = tuple(self._extra_args(w))
+        process = ctx.Process(target=self._target, args=(self._make_spec(w), child_conn) + extra,
+                              name=w.process_name, daemon=False)
         with sigint_ignored_in_children():
             process.start()
         child_conn.close()
+        for arg in extra:  # the child has its own copies now
+            for conn in (arg.values() if isinstance(arg, dict) else [arg]):
+                if isinstance(conn, Connection):
+                    conn.close()
         w.process, w.conn, w.ready = process, parent_conn, False
         self._heartbeat[w.worker_id] = time.time()
 
@@ -198,8 +222,8 @@ class WorkerPool:
                 f"{name} {reason}; that is restart {self.restarts} of at most {limit} "
                 "(TrainerConfig.max_env_worker_restarts): giving up. Fix the env, or raise "
                 "the limit")
-        print(f"[alf] warning: {name} {reason}; restarting it with fresh envs (its partial "
-              f"trajectory is discarded; restart {self.restarts}/{limit})",
+        print(f"[alf] warning: {name} {reason}; {self._restart_note}; restart "
+              f"{self.restarts}/{limit})",
               file=sys.stderr, flush=True)
         self._on_restart(w)
         self._launch(w)
