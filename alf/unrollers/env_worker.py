@@ -48,6 +48,7 @@ from alf.unrollers.policy_server import ActReply, ActRequest
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils.parent_watchdog import start_parent_watchdog
+from alf.utils.process_name import set_process_name
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import set_random_seed
 
@@ -295,6 +296,7 @@ def worker_main(spec: WorkerSpec, conn: Connection,
     """Process entry point (module level: ``spawn`` pickles it by reference)."""
     for stop in (signal.SIGINT, signal.SIGTERM):  # the learner decides how to stop
         signal.signal(stop, signal.SIG_IGN)
+    set_process_name(f"alf-env-{spec.worker_id}")
     # the learner gone (even by SIGKILL): so are we, at once (no orphans)
     start_parent_watchdog(parent_pid=spec.learner_pid, period_s=WATCHDOG_PERIOD_S,
                           name="alf-learner-watchdog")

@@ -50,6 +50,7 @@ from alf.unrollers.policy_server import ActRequest, GroupKey, PolicyServer
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils.parent_watchdog import start_parent_watchdog
+from alf.utils.process_name import set_process_name
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import set_random_seed
 
@@ -174,6 +175,7 @@ def policy_worker_main(spec: PolicyWorkerSpec, learner: Connection,
     """Process entry point (module level: ``spawn`` pickles it by reference)."""
     for stop in (signal.SIGINT, signal.SIGTERM):  # the learner decides how to stop
         signal.signal(stop, signal.SIG_IGN)
+    set_process_name(f"alf-policy-{spec.worker_id}")
     start_parent_watchdog(parent_pid=spec.learner_pid, period_s=WATCHDOG_PERIOD_S,
                           name="alf-learner-watchdog")
     torch.set_num_threads(max(1, spec.num_threads))
