@@ -267,8 +267,7 @@ class AsyncUnroller:
               f"{self._slots_per_group} slots per group ({mb:,.0f} MiB)",
               file=sys.stderr, flush=True)
         if self._num_policy or self._config.num_policy_workers is None:
-            print(f"[alf] async unroll: {self._num_policy} policy worker(s) "
-                  f"({self._policy_why})", file=sys.stderr, flush=True)
+            print(self._policy_why, file=sys.stderr, flush=True)
         self._started = True
         if self._mode == "serial":
             self._start_serial()

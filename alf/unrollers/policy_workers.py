@@ -34,7 +34,7 @@ ENV_WORKERS_PER_POLICY_WORKER = 4
 
 def resolve_num_policy_workers(requested: Optional[int], device: str, num_env_workers: int,
                                cpus: Optional[int] = None) -> Tuple[int, str]:
-    """The policy worker count to use and why (the line the log shows).
+    """The policy worker count to use, and the log line that says so.
 
     ``requested`` None picks from the machine: 1 when the learner is on a GPU (one
     batched forward there serves every env worker, and no env process opens a CUDA
@@ -43,18 +43,22 @@ def resolve_num_policy_workers(requested: Optional[int], device: str, num_env_wo
     process is one more process competing for the same cores, plus a round trip per
     step)."""
     if requested is not None:
-        return int(requested), f"num_policy_workers={requested}"
-    cpus = usable_cpus() if cpus is None else cpus
-    gpu = str(device).startswith("cuda")
-    if gpu:
-        count, why = 1, f"the learner is on {device}"
-    elif cpus >= MIN_CPUS_FOR_POLICY_WORKERS and num_env_workers >= ENV_WORKERS_PER_POLICY_WORKER:
-        count = num_env_workers // ENV_WORKERS_PER_POLICY_WORKER
-        why = f"{cpus} usable CPUs, {num_env_workers} env workers"
+        count, why = int(requested), f"num_policy_workers={requested}"
     else:
-        count, why = 0, (f"{cpus} usable CPUs and no GPU: inference in the env workers "
-                         f"(policy workers pay from {MIN_CPUS_FOR_POLICY_WORKERS} CPUs)")
-    return count, f"num_policy_workers=None -> {count} ({why})"
+        cpus = usable_cpus() if cpus is None else cpus
+        if str(device).startswith("cuda"):
+            count, why = 1, f"num_policy_workers=None: the learner is on {device}"
+        elif (cpus >= MIN_CPUS_FOR_POLICY_WORKERS
+              and num_env_workers >= ENV_WORKERS_PER_POLICY_WORKER):
+            count = num_env_workers // ENV_WORKERS_PER_POLICY_WORKER
+            why = f"num_policy_workers=None: {cpus} usable CPUs, {num_env_workers} env workers"
+        else:
+            count, why = 0, (f"num_policy_workers=None: {cpus} usable CPUs and no GPU; policy "
+                             f"workers pay from {MIN_CPUS_FOR_POLICY_WORKERS} CPUs or with a GPU")
+    if count == 0:
+        return 0, f"[alf] async unroll: each env worker acts with its own policy copy ({why})"
+    return count, (f"[alf] async unroll: {count} policy worker(s) act for the env workers "
+                   f"({why})")
 
 
 class PolicyWorkerHandle:
@@ -155,7 +159,3 @@ class PolicyWorkers:
             for end in (env_end, policy_end):
                 if not end.closed:
                     end.close()
-
-    def say_started(self, why: str) -> None:
-        print(f"[alf] async unroll: {len(self.handles)} policy worker(s) act for the env "
-              f"workers ({why})", file=sys.stderr, flush=True)

@@ -143,8 +143,12 @@ def test_default_policy_worker_count_is_picked_from_the_machine():
     assert resolve_num_policy_workers(None, "cuda", 1, cpus=2)[0] == 1
     assert resolve_num_policy_workers(None, "cpu", 8, cpus=16)[0] == 2
     count, line = resolve_num_policy_workers(None, "cpu", 2, cpus=2)
-    assert "2 usable CPUs and no GPU" in line
-    assert resolve_num_policy_workers(3, "cpu", 8, cpus=2) == (3, "num_policy_workers=3")
+    assert line == ("[alf] async unroll: each env worker acts with its own policy copy "
+                    "(num_policy_workers=None: 2 usable CPUs and no GPU; policy workers pay "
+                    "from 8 CPUs or with a GPU)")
+    assert resolve_num_policy_workers(3, "cpu", 8, cpus=2) == (
+        3, "[alf] async unroll: 3 policy worker(s) act for the env workers "
+           "(num_policy_workers=3)")
 
 
 def test_more_policy_workers_than_env_workers_is_one_config_error(make_trainer, tmp_path):
