@@ -2,6 +2,8 @@
 
     python bench/async_atari_throughput.py                  # 2 + 6 iterations each, 2 rounds
     python bench/async_atari_throughput.py --iters 10 --rounds 3 --extra 'TrainerConfig.num_threads=1'
+    python bench/async_atari_throughput.py --variant 'learner thread=TrainerConfig.learner_thread=True' \
+        --variant '1 policy worker=TrainerConfig.num_policy_workers=1'
 
 Both run the real ``python -m alf.bin.train`` command with the shipped gin files and
 the same network (Nature CNN shared by policy and value), env count (8), unroll length
@@ -20,17 +22,15 @@ policy lag of the async run (min/avg/max over its last progress line) and the ra
 Writes ``bench/results/async_atari_throughput.json``.
 """
 import argparse
-import csv
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from train_runs import agent_steps_per_s, last_async_lag, progress_rows, run_train  # noqa: E402
 
 RUNS = {
     "sync PPO (ppo_atari.gin)": ["--conf", "ppo_atari.gin"],
@@ -44,21 +44,10 @@ def run_one(args, iters: int, warmup: int, extra) -> dict:
     params = [f"TrainerConfig.num_iterations={warmup + iters}", "TrainerConfig.num_env_steps=0",
               "TrainerConfig.summary_interval=1", "TrainerConfig.checkpoint_interval=1000000",
               "TrainerConfig.progress_interval_seconds=1000000", *extra]
-    cmd = [sys.executable, "-m", "alf.bin.train", *args, "--root_dir", root]
-    for p in params:
-        cmd += ["--conf_param", p]
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-    with open(os.path.join(root, "progress.csv")) as f:
-        rows = {int(r["iteration"]): r for r in csv.DictReader(f)}
-    a, b = rows[warmup], rows[warmup + iters]
-    steps = int(b["env_steps"]) - int(a["env_steps"])
-    seconds = float(b["wall_time_s"]) - float(a["wall_time_s"])
-    lags = re.findall(r"lag (\d+)/([\d.]+)/(\d+)", proc.stderr)
-    return {"agent_steps_per_s": steps / seconds,
-            "lag": [int(lags[-1][0]), float(lags[-1][1]), int(lags[-1][2])] if lags else None}
+    output = run_train(args, root, params)
+    rows = progress_rows(root)
+    return {"agent_steps_per_s": agent_steps_per_s(rows, warmup, warmup + iters),
+            "lag": last_async_lag(output)}
 
 
 def main(argv=None) -> int:
@@ -70,13 +59,25 @@ def main(argv=None) -> int:
                         help="--conf_param bindings for both runs")
     parser.add_argument("--async_extra", nargs="*", default=[],
                         help="--conf_param bindings for the async run only")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="another async row, 'NAME=binding;binding': appo_atari.gin with "
+                             "these --conf_param bindings, e.g. 'learner thread="
+                             "TrainerConfig.learner_thread=True'; alternates with the others")
     parser.add_argument("--no_ceiling", action="store_true")
     args = parser.parse_args(argv)
 
-    results = {name: [] for name in RUNS}
+    runs = dict(RUNS)
+    variant_extra = {}
+    for v in args.variant:
+        label, bindings = v.split("=", 1)
+        name = f"async APPO (appo_atari.gin), {label}"
+        runs[name] = RUNS["async APPO (appo_atari.gin)"]
+        variant_extra[name] = [b for b in bindings.split(";") if b]
+    results = {name: [] for name in runs}
     for r in range(args.rounds):
-        for name, conf in RUNS.items():
-            extra = list(args.extra) + (list(args.async_extra) if "async" in name else [])
+        for name, conf in runs.items():
+            extra = (list(args.extra) + (list(args.async_extra) if "async" in name else [])
+                     + variant_extra.get(name, []))
             out = run_one(conf, args.iters, args.warmup, extra)
             results[name].append(out)
             print(f"round {r + 1}: {name}: {out['agent_steps_per_s']:.1f} agent steps/s"
@@ -89,8 +90,9 @@ def main(argv=None) -> int:
                        "lag": outs[-1]["lag"]}
     sync, async_ = (table[n]["agent_steps_per_s"] for n in RUNS)
     table["ratio_async_over_sync"] = async_ / sync
+    for name in variant_extra:
+        table[name]["ratio_over_sync"] = table[name]["agent_steps_per_s"] / sync
     if not args.no_ceiling:
-        sys.path.insert(0, HERE)
         from atari_env_rate import bench_backend  # noqa: E402
         ceiling = bench_backend("ALE/Breakout-v5", "ale_vector", 8, 2000, 4, 100, 0)
         table["raw_ale_vector_8_envs"] = ceiling
