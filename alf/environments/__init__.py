@@ -3,8 +3,8 @@
 Entry point: :func:`create_environment` (gin-configurable). Importing this
 package registers the configurables ``create_environment``,
 ``async_env_backend``, ``ale_vector_env_backend``, ``envpool_env_backend``,
-``atari_options`` (Atari preprocessing, :mod:`alf.environments.atari`) and
-``MaskVelocityWrapper``.
+``atari_options`` (Atari preprocessing, :mod:`alf.environments.atari`) and the
+gym wrappers ``MaskVelocityWrapper`` and ``StepLatencyWrapper``.
 """
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariOptions, atari_options
@@ -14,10 +14,10 @@ from alf.environments.backends import (Backend, EnvRequest, backend_names, get_b
                                       register_backend, unregister_backend)
 from alf.environments.factory import create_environment
 from alf.environments.gym_environment import GymVectorEnvironment
-from alf.environments.wrappers import MaskVelocityWrapper
+from alf.environments.wrappers import MaskVelocityWrapper, StepLatencyWrapper
 
 __all__ = [
     "AlfEnvironment", "AtariOptions", "Backend", "EnvRequest", "GymVectorEnvironment",
-    "MaskVelocityWrapper", "atari_options", "backend_names", "create_environment", "get_backend",
-    "register_backend", "unregister_backend",
+    "MaskVelocityWrapper", "StepLatencyWrapper", "atari_options", "backend_names",
+    "create_environment", "get_backend", "register_backend", "unregister_backend",
 ]

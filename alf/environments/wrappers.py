@@ -5,13 +5,19 @@ Pass them to ``create_environment(gym_wrappers=[...])`` (in gin:
 as ``wrapper(env)`` to every sub-env. Wrappers must be picklable (module-level
 classes holding plain numpy state) so the async backend can ship them to
 ``spawn``/``forkserver`` workers.
+
+- :class:`MaskVelocityWrapper`: zero the velocities (a POMDP for recurrent policies).
+- :class:`StepLatencyWrapper`: each step waits a fixed time (a remote simulator, a
+  fixed-rate game engine, a robot), for latency-bound throughput benchmarks.
 """
-from typing import Dict, Optional, Sequence, Tuple
+import time
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
 
 from alf.config import configurable
+from alf.config_ranges import NonNegative
 from alf.errors import UserError
 
 # Velocity components of classic-control (and Box2D) observations, by env name
@@ -62,3 +68,54 @@ class MaskVelocityWrapper(gym.ObservationWrapper):
         observation = np.array(observation)  # never modify the wrapped env's array
         observation[self._indices] = 0
         return observation
+
+
+@configurable
+class StepLatencyWrapper(gym.Wrapper):
+    """Each ``step`` waits ``latency_s`` seconds (sleeping) before it returns.
+
+    Why: many real envs are bound by latency rather than by computation: a remote
+    simulator answering over the network, a game engine ticking at a fixed rate,
+    a robot whose action takes effect in the physical world. Their step *waits*;
+    the CPU is free meanwhile, so what raises throughput is having more envs
+    waiting at once (more processes, double buffering), not more cores. This
+    wrapper turns any cheap env (e.g. CartPole) into such an env: with ``B`` envs
+    stepped strictly one after another the bound is ``1 / latency_s`` agent
+    steps/s, and with all ``B`` waiting concurrently it is ``B / latency_s``
+    (``bench/latency_bound.py``). Observations, rewards and episodes are exactly
+    the inner env's.
+
+    In gin: ``create_environment.gym_wrappers = [@StepLatencyWrapper]`` and
+    ``StepLatencyWrapper.latency_s = 0.01`` (on the command line:
+    ``--conf_param 'create_environment.gym_wrappers=[@StepLatencyWrapper]'``).
+    Like every gym wrapper it needs a per-env backend (``"sync"``, ``"async"``;
+    ``"auto"`` picks ``"sync"``); ``backend="vector"`` refuses gym wrappers.
+
+    Args:
+        env: the single environment to wrap.
+        latency_s: seconds each ``step`` sleeps after the inner step, before returning.
+        reset_latency_s: seconds each ``reset`` sleeps (0: none).
+    """
+
+    def __init__(self, env: gym.Env, latency_s: NonNegative = 0.01,
+                 reset_latency_s: NonNegative = 0.0):
+        super().__init__(env)
+        for name, value in (("latency_s", latency_s), ("reset_latency_s", reset_latency_s)):
+            if not value >= 0:  # also refuses NaN
+                raise UserError(f"StepLatencyWrapper: {name} must be >= 0 seconds, got {value!r}.")
+        self.latency_s = float(latency_s)
+        self.reset_latency_s = float(reset_latency_s)
+
+    def step(self, action: Any) -> Tuple[Any, float, bool, bool, Dict[str, Any]]:
+        """The inner env's ``step(action)``, returned ``latency_s`` seconds later."""
+        result = self.env.step(action)
+        if self.latency_s > 0:
+            time.sleep(self.latency_s)
+        return result
+
+    def reset(self, **kwargs: Any) -> Tuple[Any, Dict[str, Any]]:
+        """The inner env's ``reset(**kwargs)``, returned ``reset_latency_s`` seconds later."""
+        result = self.env.reset(**kwargs)
+        if self.reset_latency_s > 0:
+            time.sleep(self.reset_latency_s)
+        return result
