@@ -37,7 +37,8 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
     Args:
         config: the parsed :class:`alf.trainers.trainer_config.TrainerConfig`.
         specs: the raw env's specs (before the data transformer).
-        role: ``"learner"``, ``"actor"`` or ``"player"`` (see the module docstring).
+        role: ``"learner"``, ``"actor"``, ``"policy"`` or ``"player"`` (see the module
+            docstring).
         context: the run context (a fresh one if None).
     Returns:
         the algorithm, its transformer set (its Learner builds optimizers and buffers).

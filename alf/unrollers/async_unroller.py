@@ -266,7 +266,8 @@ class AsyncUnroller:
               f"{self._groups} group(s) x {self._per_group} envs, {self._T}-step trajectories, "
               f"{self._slots_per_group} slots per group ({mb:,.0f} MiB)",
               file=sys.stderr, flush=True)
-        if self._num_policy or self._config.num_policy_workers is None:
+        if ((self._num_policy or self._config.num_policy_workers is None)
+                and self._env_id_base == 0):  # rank 0 alone under torchrun
             print(self._policy_why, file=sys.stderr, flush=True)
         self._started = True
         if self._mode == "serial":
@@ -313,7 +314,7 @@ class AsyncUnroller:
             slots={(w.worker_id, g): w.slots[g] for w in served for g in range(self._groups)},
             weights=self._weights, heartbeat=self._policy_heartbeat, learner_pid=os.getpid(),
             deterministic=settings.deterministic, num_threads=settings.num_threads,
-            initial_collect_steps=settings.initial_collect_steps)
+            initial_collect_steps=settings.initial_collect_steps, device=self._config.device)
 
     def _update_period(self) -> int:
         return self._config.update_period
@@ -421,6 +422,7 @@ class AsyncUnroller:
                 if max_lag is not None and lag > max_lag:
                     self._discarded += 1
                     self._free(w, traj)
+                    self._account(traj._replace(episodes=[]))  # the statistics still count
                     continue
                 self._lags.append(lag)
                 received.append((self._take(w, traj), traj))
@@ -528,6 +530,8 @@ class AsyncUnroller:
         self._closed = True
         if self._serial_actor is not None:
             self._serial_actor.close()
+        if self._policy is not None:
+            self._policy.pool.request_stop()  # both kinds stop together (Ctrl-C within 10 s)
         if self._pool is not None:
             self._pool.close()
         if self._policy is not None:

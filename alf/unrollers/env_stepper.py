@@ -80,14 +80,17 @@ class EnvStepper:
             newest at each step (``processes`` mode, Sample Factory's rule: fresher
             weights; the trajectory reports its oldest step's version).
         heartbeat: ``fn()`` called after every env step.
+        first_seq: the sequence number of this incarnation's first trajectory (a restarted
+            env worker continues the run's numbering): orders deterministic batches.
     """
 
     def __init__(self, worker_id: int, envs: Sequence[Any], slots: Sequence[TrajectorySlots],
                  inboxes: Sequence[ActInbox], link: PolicyLink,
                  acquire_slot: Callable[[int], int],
                  version_for_seq: Optional[Callable[[int], int]] = None,
-                 heartbeat: Callable[[], None] = lambda: None):
+                 heartbeat: Callable[[], None] = lambda: None, first_seq: int = 0):
         self._worker_id = worker_id
+        self._first_seq = int(first_seq)
         self._groups = [_Group(i, env, s, b)
                         for i, (env, s, b) in enumerate(zip(envs, slots, inboxes))]
         self._link = link
@@ -107,7 +110,8 @@ class EnvStepper:
             if g.pinned[0] != seq:
                 g.pinned = (seq, self._version_for_seq(seq))
             version = g.pinned[1]
-        self._link.request(ActRequest(self._worker_id, g.index, g.slot, t, g.n, version))
+        self._link.request(ActRequest(self._worker_id, g.index, g.slot, t, g.n, version,
+                                      order=self._first_seq * self._T + g.n))
         self._pending.append(g)
 
     def _answer_oldest(self) -> None:

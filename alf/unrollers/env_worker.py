@@ -267,7 +267,8 @@ def build_stepper(spec: WorkerSpec, learner: Any, policy: PolicyLink,
         if pin_newest and wanted is None:
             wanted = lambda seq: spec.weights.latest_version()  # noqa: E731
         return EnvStepper(spec.worker_id, envs, spec.slots, spec.inboxes, policy,
-                          learner.acquire_slot, version_for_seq=wanted, heartbeat=learner.poll)
+                          learner.acquire_slot, version_for_seq=wanted, heartbeat=learner.poll,
+                          first_seq=spec.first_seq)
     except BaseException:
         for env in envs:
             env.close()

@@ -46,8 +46,10 @@ class ActRequest(NamedTuple):
         slot: trajectory slot the step is written to.
         t: step within the trajectory (``0..T``).
         n: the group's step count since its envs were (re)built: selects the state
-            buffers (``n % 2``) and orders deterministic batches.
+            buffers (``n % 2``).
         version: weights version to act with (deterministic mode), or -1: the newest.
+        order: the step's run-wide index (``first_seq x T + n``; the same for every env
+            worker at the same step, also across restarts): orders deterministic batches.
     """
     worker: int
     group: int
@@ -55,6 +57,7 @@ class ActRequest(NamedTuple):
     t: int
     n: int
     version: int = -1
+    order: int = 0
 
 
 class ActReply(NamedTuple):
@@ -113,12 +116,6 @@ class PolicyServer:
     def version(self) -> int:
         """The weights version loaded now (-1 before the first)."""
         return self._version
-
-    def add_groups(self, inboxes: Dict[GroupKey, ActInbox],
-                   slots: Dict[GroupKey, TrajectorySlots]) -> None:
-        """Serve more env groups (their inboxes and slots)."""
-        self._inboxes.update(inboxes)
-        self._slots.update(slots)
 
     # --------------------------------------------------------------- weights
     def refresh_weights(self, wanted: int = -1) -> None:

@@ -15,6 +15,14 @@ the algorithm from the run's config text for the ``"policy"`` role (on
    runs form the same batches and draw the same random numbers;
 3. reply to each env worker (its action is in its trajectory slot already).
 
+Deterministic order: once every env worker served has a request queued, the batch is
+every queued request with the smallest ``(order, group)`` key (``order``: the step's
+run-wide index). Each env worker sends its requests in increasing key order, so no
+request with that key can still come: the batches do not depend on arrival times.
+No env worker is served a step beyond another's pending one, so none can run ahead
+and wait on the learner for slots the others need; a restarted env worker (which
+resumes at its first unconsumed trajectory) is served first until it catches up.
+
 Messages:
 
 - learner -> policy worker: ``("stop",)``; ``("env_worker", w)`` followed by a
@@ -76,6 +84,7 @@ class PolicyWorkerSpec:
     deterministic: bool
     num_threads: int
     initial_collect_steps: int
+    device: str = "cpu"  # where the forward runs (the learner's device, per rank)
 
 
 class _Stop(BaseException):
@@ -90,6 +99,7 @@ class _Pipes:
         self._spec = spec
         self.learner = learner
         self.envs: Dict[int, Connection] = dict(env_conns)
+        self.on_replaced = lambda worker: None  # a restarted env worker's old requests
 
     def beat(self) -> None:
         self._spec.heartbeat[self._spec.worker_id] = time.time()
@@ -103,6 +113,7 @@ class _Pipes:
             self.envs[msg[1]] = Connection(recv_handle(self.learner))
             if old is not None:
                 old.close()
+            self.on_replaced(msg[1])  # its old incarnation's requests are void
 
     def wait_learner(self) -> None:
         """Idle while waiting for weights: beat, obey the learner."""
@@ -146,27 +157,30 @@ class _Batcher:
     def __init__(self, spec: PolicyWorkerSpec):
         self._deterministic = spec.deterministic
         self._workers = list(spec.env_workers)
-        self._groups = spec.groups_per_worker
         self._queued: Dict[GroupKey, ActRequest] = {}
-        self._next = (0, 0)  # deterministic: (n, group) of the next batch
 
     def add(self, requests: List[ActRequest]) -> None:
         for r in requests:
             self._queued[(r.worker, r.group)] = r  # a group has one request in flight
 
+    def forget(self, worker: int) -> None:
+        """Drop the requests of an env worker that was restarted."""
+        self._queued = {k: r for k, r in self._queued.items() if k[0] != worker}
+
     def take(self) -> List[ActRequest]:
-        """The next batch (empty: nothing to serve yet)."""
+        """The next batch (empty: nothing to serve yet); see the module docstring."""
         if not self._deterministic:
             batch = sorted(self._queued.values(), key=lambda r: (r.worker, r.group))
             self._queued.clear()
             return batch
-        n, g = self._next
-        batch = [self._queued.get((w, g)) for w in self._workers]
-        if any(r is None or r.n != n for r in batch):
+        waiting = {w for w, _ in self._queued}
+        if not self._queued or any(w not in waiting for w in self._workers):
             return []
-        for w in self._workers:
-            del self._queued[(w, g)]
-        self._next = (n, g + 1) if g + 1 < self._groups else (n + 1, 0)
+        key = min((r.order, r.group) for r in self._queued.values())
+        batch = sorted((r for r in self._queued.values() if (r.order, r.group) == key),
+                       key=lambda r: r.worker)
+        for r in batch:
+            del self._queued[(r.worker, r.group)]
         return batch
 
 
@@ -185,12 +199,14 @@ def policy_worker_main(spec: PolicyWorkerSpec, learner: Connection,
     try:
         alf_config.parse_config(config_text=spec.config_text, config_name="<run config>")
         config = gin.get_configurable(RUN_CONFIG)()
+        config.device = spec.device  # a data-parallel rank's own device (cuda:<local rank>)
         algorithm = build_algorithm(config, spec.specs, "policy", RunContext())
         server = PolicyServer(algorithm, spec.weights, dict(spec.inboxes), dict(spec.slots),
                               spec.initial_collect_steps, wait=pipes.wait_learner,
                               device=config.device)
-        learner.send(("ready", os.getpid()))
         batcher = _Batcher(spec)
+        pipes.on_replaced = batcher.forget
+        learner.send(("ready", os.getpid()))
         while True:
             batcher.add(pipes.requests(0.05))
             batch = batcher.take()

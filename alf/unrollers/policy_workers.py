@@ -110,7 +110,10 @@ class PolicyWorkers:
                                max_restarts, target=policy_worker_main,
                                extra_args=self._policy_args,
                                restart_note="restarting it (the env workers it serves re-send "
-                                            "the requests it left unanswered")
+                                            "the requests it left unanswered",
+                               give_up_hint="Look for the cause in the policy's rollout_step "
+                                            "(or its device), or raise the limit (counted "
+                                            "separately for env and policy workers)")
 
     def serving(self, env_worker: int) -> PolicyWorkerHandle:
         """The policy worker that acts for ``env_worker``."""

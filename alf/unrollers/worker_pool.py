@@ -65,6 +65,7 @@ class WorkerPool:
             (e.g. pipes to other workers); the learner's copies of any
             :class:`Connection` in it are closed once the process has started.
         restart_note: what a restart does, for the warning line.
+        give_up_hint: what to do, for the error past ``max_restarts``.
     """
 
     def __init__(self, handles: Sequence[Any], make_spec: Callable[[Any], Any],
@@ -73,11 +74,13 @@ class WorkerPool:
                  target: Callable[..., None] = worker_main,
                  extra_args: Callable[[Any], tuple] = lambda w: (),
                  restart_note: str = "restarting it with fresh envs (its partial trajectory "
-                                     "is discarded"):
+                                     "is discarded",
+                 give_up_hint: str = "Fix the env, or raise the limit"):
         self.workers = list(handles)
         self._target = target
         self._extra_args = extra_args
         self._restart_note = restart_note
+        self._give_up_hint = give_up_hint
         self._make_spec = make_spec
         self._heartbeat = heartbeat
         self._per_group = envs_per_group
@@ -115,6 +118,12 @@ class WorkerPool:
                 if not w.conn.poll():
                     break
         return out
+
+    def request_stop(self) -> None:
+        """Ask every worker to stop (without waiting: :meth:`close` waits)."""
+        for w in self.workers:
+            if w.process is not None:
+                self.send(w, ("stop",))
 
     def close(self, timeout: float = 5.0) -> None:
         """Ask every worker to stop, wait for all of them together at most ``timeout``
@@ -183,6 +192,17 @@ class WorkerPool:
                                      f"{self._timeout_s:g} s "
                                      "(TrainerConfig.env_worker_timeout_s)")
 
+    def _last_error(self, w: Any) -> Optional[str]:
+        """The text of an ``error`` report still unread on an exited worker's pipe."""
+        try:
+            while w.conn.poll():
+                msg = w.conn.recv()
+                if msg[0] == "error":
+                    return msg[1]
+        except (EOFError, OSError):
+            pass
+        return None
+
     def _recv(self, w: WorkerHandle) -> Optional[Any]:
         try:
             return w.conn.recv()
@@ -220,8 +240,7 @@ class WorkerPool:
         if self.restarts > limit:
             raise RunFailedError(
                 f"{name} {reason}; that is restart {self.restarts} of at most {limit} "
-                "(TrainerConfig.max_env_worker_restarts): giving up. Fix the env, or raise "
-                "the limit")
+                f"(TrainerConfig.max_env_worker_restarts): giving up. {self._give_up_hint}")
         print(f"[alf] warning: {name} {reason}; {self._restart_note}; restart "
               f"{self.restarts}/{limit})",
               file=sys.stderr, flush=True)
@@ -241,7 +260,8 @@ class WorkerPool:
                 code = w.process.exitcode
                 how = (f"was killed by signal {-code}" if code < 0
                        else f"exited with status {code}")
-                self.restart(w, how)
+                last = self._last_error(w)  # its own report, if it made one before exiting
+                self.restart(w, f"raised {last}" if last else how)
             elif now - float(self._heartbeat[w.worker_id]) > timeout:
                 self.restart(w, f"has not reported for {now - float(self._heartbeat[w.worker_id]):.0f} s "
                                  f"(TrainerConfig.env_worker_timeout_s={timeout:g}): hung")

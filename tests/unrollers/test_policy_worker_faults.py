@@ -64,12 +64,16 @@ def _go_on_then_ctrl_c(proc, root, shm_before, extra_rows: int = 5):
 
 @pytest.mark.parametrize("fault,reason", [("kill", "was killed by signal 9"),
                                           ("hang", "has not reported for"),
-                                          ("kill_env_worker", "was killed by signal 9")])
+                                          ("kill_env_worker", "was killed by signal 9"),
+                                          ("kill_deterministic", "was killed by signal 9")])
 def test_killed_or_hung_policy_worker_is_named_restarted_and_ctrl_c_leaves_nothing(
         alf_cli, tmp_path, fault, reason):
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    conf = _conf(alf_cli, tmp_path, extra=POLICY_WORKER + "TrainerConfig.num_iterations = 1000000\n"
-                                                         "TrainerConfig.num_env_steps = 0\n")
+    # deterministic: the restarted incarnation's requests come first in the policy worker's
+    # fixed order until it has caught up (a fault ends bit-identity, never the run)
+    mode = 'TrainerConfig.async_mode = "deterministic"\n' if "deterministic" in fault else ""
+    conf = _conf(alf_cli, tmp_path, extra=POLICY_WORKER + mode + (
+        "TrainerConfig.num_iterations = 1000000\nTrainerConfig.num_env_steps = 0\n"))
     root = tmp_path / "run"
     proc = alf_cli.start("alf.bin.train", ["--conf", conf, "--root_dir", str(root)], tmp_path,
                          stdout=subprocess.DEVNULL, start_new_session=True)
@@ -77,7 +81,7 @@ def test_killed_or_hung_policy_worker_is_named_restarted_and_ctrl_c_leaves_nothi
         _wait_for_rows(proc, root, 3)
         policy, env = _named(proc.pid, "alf-policy-0"), _named(proc.pid, "alf-env-0")
         assert len(policy) == 1 and len(env) == 1
-        if fault == "kill_env_worker":  # its successor gets a new pipe to the policy worker
+        if fault.startswith("kill_"):  # its successor gets a new pipe to the policy worker
             os.kill(env[0], signal.SIGKILL)
         else:
             os.kill(policy[0], signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
@@ -86,7 +90,7 @@ def test_killed_or_hung_policy_worker_is_named_restarted_and_ctrl_c_leaves_nothi
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    if fault == "kill_env_worker":
+    if fault.startswith("kill_"):
         assert f"env worker 0 (envs 0-1, pid {env[0]}) {reason}; restarting it with fresh envs" \
             in stderr, stderr
     else:

@@ -18,6 +18,7 @@ from alf.unrollers.policy_workers import resolve_num_policy_workers
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils import dist_utils
+from alf.utils.tensor_utils import reset_state_if_necessary
 
 APPO = """
 APPOAlgorithm.optimizer = @alf.optimizers.Adam()
@@ -118,20 +119,21 @@ def test_batched_forward_agrees_with_per_group_forwards(make_trainer, tmp_path, 
         time_step = env.step(env.action_spec().sample((env.batch_size,))) if g else env.reset()
         inboxes[(0, g)].write_time_step(time_step)
     env.close()
+    alg = trainer.algorithm
+    init = alg.get_initial_rollout_state(env.batch_size)
+    reference = {g: init for g in range(2)}  # each group's state, carried by this test
     for step in range(3):  # step 0 acts from the reset states; steps 1-2 from carried ones
-        requests = [ActRequest(0, g, 0, step, step) for g in range(2)]
-        before = {g: inboxes[(0, g)].states(step % 2) for g in range(2)}
-        before = {g: alf_nest.map_structure(lambda x: x.clone(), s) for g, s in before.items()}
-        replies = server.act(requests)
+        replies = server.act([ActRequest(0, g, 0, step, step) for g in range(2)])
         assert [r.version for r in replies] == [0, 0]
         for g in range(2):
             stored = alf_nest.map_structure(lambda buf: buf[0, step], slots[(0, g)].buffers)
-            ts = inboxes[(0, g)].time_step()
-            tts, _ = trainer.algorithm.data_transformer.transform_timestep(ts, before[g][1])
-            # the state acted from (after the reset at FIRST); a stateless policy stores ()
-            state = before[g][0] if alf_nest.is_empty(stored.state) else stored.state
+            tts, _ = alg.data_transformer.transform_timestep(inboxes[(0, g)].time_step(), ())
+            state = reset_state_if_necessary(reference[g], init, tts.is_first())
             with torch.no_grad():
-                dist, value, _ = trainer.algorithm._policy(tts.observation, state)
+                dist, value, reference[g] = alg._policy(tts.observation, state)
+            if not alf_nest.is_empty(stored.state):  # the state acted from, stored
+                for a, b in zip(alf_nest.flatten(stored.state), alf_nest.flatten(state)):
+                    assert torch.allclose(a, b, atol=1e-6)
             assert torch.allclose(stored.rollout_info.value, value, atol=1e-6)
             log_prob = dist_utils.compute_log_probability(dist, stored.action)
             assert torch.allclose(stored.rollout_info.log_prob, log_prob, atol=1e-5)
