@@ -52,6 +52,7 @@ from alf.environments.atari import is_atari_spec, life_loss_hook, make_atari_env
 from alf.environments.env_ids import find_env_spec
 from alf.environments.env_request import EnvRequest
 from alf.environments.gym_environment import GymVectorEnvironment
+from alf.environments.thread_vector_env import ThreadVectorEnv
 from alf.errors import UserError
 
 
@@ -154,11 +155,20 @@ def vector_backend(request: EnvRequest) -> AlfEnvironment:
                                 env_id_offset=request.env_id_offset)
 
 
-# -------------------------------------------------------------- sync/async
+# ------------------------------------------------------ sync/threads/async
 def sync_backend(request: EnvRequest) -> AlfEnvironment:
     """``SyncVectorEnv`` of :func:`make_single_env` sub-envs, in this process."""
     env = gym.vector.SyncVectorEnv(_env_fns(request), copy=True,
                                    autoreset_mode=AutoresetMode.NEXT_STEP)
+    return GymVectorEnvironment(env, request.env_name, request.seed, enforce_autoreset=False,
+                                info_hook=life_loss_hook(request.atari),
+                                env_id_offset=request.env_id_offset)
+
+
+def threads_backend(request: EnvRequest) -> AlfEnvironment:
+    """:class:`ThreadVectorEnv` of :func:`make_single_env` sub-envs: ``"sync"``'s semantics,
+    the sub-env steps run concurrently on one thread per env (for latency-bound envs)."""
+    env = ThreadVectorEnv(_env_fns(request), copy=True, autoreset_mode=AutoresetMode.NEXT_STEP)
     return GymVectorEnvironment(env, request.env_name, request.seed, enforce_autoreset=False,
                                 info_hook=life_loss_hook(request.atari),
                                 env_id_offset=request.env_id_offset)
@@ -227,13 +237,14 @@ class Backend:
 def builtin_backends() -> Dict[str, Backend]:
     """The built-in backends by name (a fresh dict: changing it changes nothing).
 
-    ``vector``, ``sync``, ``async`` (this module) and the C++ Atari engines
+    ``vector``, ``sync``, ``threads``, ``async`` (this module) and the C++ Atari engines
     ``ale_vector`` and ``envpool`` (:mod:`alf.environments.atari_backends`,
     imported here, which imports none of their optional packages).
     """
     return {
         "vector": Backend(vector_backend),
         "sync": Backend(sync_backend),
+        "threads": Backend(threads_backend),
         "async": Backend(async_backend),
         "ale_vector": Backend(atari.ale_vector_backend, check=atari.check_ale_vector_request,
                               requires=(("ale_py", "atari"),)),

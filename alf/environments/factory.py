@@ -4,7 +4,7 @@ Gin usage::
 
     create_environment.env_name = "CartPole-v1"
     create_environment.num_parallel_environments = 8
-    create_environment.backend = "auto"   # vector | sync | async | ale_vector | envpool | auto
+    create_environment.backend = "auto"   # vector | sync | threads | async | ale_vector | envpool | auto
     create_environment.gym_wrappers = [@MaskVelocityWrapper]
     atari_options.sticky_action_prob = 0.25  # Atari ids: see alf.environments.atari
 """
@@ -57,7 +57,10 @@ def create_environment(env_name: str = "CartPole-v1",
             ``"HalfCheetah-v5"`` or ``"module:Env-v0"``.
         num_parallel_environments: batch size ``B`` of every TimeStep.
         backend: ``"vector"`` (native vectorised env), ``"sync"`` (in-process
-            loop), ``"async"`` (subprocesses + shared memory), ``"ale_vector"``
+            loop), ``"threads"`` (in-process, one thread per env: for
+            latency-bound envs whose step sleeps or blocks on I/O; no gain for
+            CPU-bound Python envs, the GIL), ``"async"`` (subprocesses + shared
+            memory), ``"ale_vector"``
             (ale-py's C++ Atari vector env), ``"envpool"`` (Atari via envpool),
             ``"auto"`` (Atari ids: ``"ale_vector"``, or ``"sync"`` when the
             other arguments need per-env envs, e.g. ``render_mode``; other
@@ -71,7 +74,7 @@ def create_environment(env_name: str = "CartPole-v1",
         env_kwargs: extra keyword arguments for the env constructor.
         gym_wrappers: callables ``w(env) -> env`` applied, in order, to every
             sub-env (e.g. ``[@MaskVelocityWrapper]`` in gin). They need a
-            per-env backend (sync/async), so ``auto`` picks ``"sync"``.
+            per-env backend (sync/threads/async), so ``auto`` picks ``"sync"``.
         render_mode: e.g. ``"rgb_array"`` to make ``render()`` return frames
             (Atari: the ``[210, 160, 3]`` game screen of env 0).
         max_episode_steps: time limit (truncation) overriding the registered

@@ -12,8 +12,8 @@ Every returned tensor is freshly allocated except ``env_id``, a constant
 ``step_async`` / ``step_wait`` use the vector env's own split when it has one:
 gymnasium ``AsyncVectorEnv`` (``step_async``/``step_wait``, with the step
 timeout) and engines with ``send(actions)`` / ``recv()`` (ale-py's
-``AtariVectorEnv``, envpool); the step then runs in the background between the
-two calls. Other vector envs step inside ``step_async``.
+``AtariVectorEnv``, envpool, alf's ``ThreadVectorEnv``); the step then runs in
+the background between the two calls. Other vector envs step inside ``step_async``.
 
 Env-specific discount rules that need the gymnasium ``info`` dict (e.g. the
 Atari life-loss discount of :class:`alf.environments.atari.LifeLossDiscount`)
@@ -286,8 +286,13 @@ class GymVectorEnvironment(AlfEnvironment):
         return None, None
 
     def render(self) -> Optional[np.ndarray]:
-        """RGB frame ``[H, W, 3]`` of environment 0 when created with ``render_mode="rgb_array"``."""
+        """RGB frame ``[H, W, 3]`` of environment 0 when created with ``render_mode="rgb_array"``.
+
+        Refused while a background step is pending (it would race with env 0's step).
+        """
         self._check_open()
+        if self.has_background_step:
+            self._check_no_pending_step("render")
         if getattr(self._env, "render_mode", None) != "rgb_array":
             return None
         if isinstance(self._env, gym.vector.SyncVectorEnv):

@@ -88,8 +88,9 @@ class StepLatencyWrapper(gym.Wrapper):
     In gin: ``create_environment.gym_wrappers = [@StepLatencyWrapper]`` and
     ``StepLatencyWrapper.latency_s = 0.01`` (on the command line:
     ``--conf_param 'create_environment.gym_wrappers=[@StepLatencyWrapper]'``).
-    Like every gym wrapper it needs a per-env backend (``"sync"``, ``"async"``;
-    ``"auto"`` picks ``"sync"``); ``backend="vector"`` refuses gym wrappers.
+    Like every gym wrapper it needs a per-env backend (``"sync"``, ``"threads"``,
+    ``"async"``; ``"auto"`` picks ``"sync"``); ``backend="vector"`` refuses gym
+    wrappers. ``"threads"`` overlaps the waits of all envs in one process.
 
     Args:
         env: the single environment to wrap.

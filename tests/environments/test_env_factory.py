@@ -25,8 +25,8 @@ def test_unknown_env_names_close_matches():
 
 def test_unknown_backend_lists_choices():
     with pytest.raises(UserError) as info:
-        create_environment("CartPole-v1", backend="threads")
-    for name in ("auto", "vector", "sync", "async", "threads"):
+        create_environment("CartPole-v1", backend="processes")
+    for name in ("auto", "vector", "sync", "async", "threads", "processes"):
         assert name in str(info.value)
 
 

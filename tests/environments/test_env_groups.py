@@ -371,7 +371,7 @@ def test_envpool_gets_threads_offsets_and_its_split(fake_envpool):
 # --------------------------------------------------------------------------- backend table
 def test_builtin_backends_are_an_explicit_table():
     table = builtin_backends()
-    assert sorted(table) == ["ale_vector", "async", "envpool", "sync", "vector"]
+    assert sorted(table) == ["ale_vector", "async", "envpool", "sync", "threads", "vector"]
     assert all(isinstance(b, Backend) for b in table.values())
     assert table["ale_vector"].requires == (("ale_py", "atari"),)
     table.pop("sync")  # a fresh dict: changing it changes nothing
@@ -380,7 +380,7 @@ def test_builtin_backends_are_an_explicit_table():
     with pytest.raises(UserError) as info:
         get_backend("vectr")
     assert str(info.value) == ("Unknown environment backend 'vectr'. Valid choices: auto, "
-                               "ale_vector, async, envpool, sync, vector.")
+                               "ale_vector, async, envpool, sync, threads, vector.")
 
 
 def test_register_overwrite_and_unregister_restore_the_builtin():

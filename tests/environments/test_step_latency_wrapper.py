@@ -1,5 +1,5 @@
 """StepLatencyWrapper: each step waits (sleeps) the latency and changes nothing else,
-alone and through create_environment's per-env backends (sync, async); the native
+alone and through create_environment's per-env backends (sync, threads, async); the native
 vector backend refuses it."""
 import pickle
 import time
@@ -62,11 +62,11 @@ def _steps(env, n: int):
     return out, seconds
 
 
-@pytest.mark.parametrize("backend", ["sync", "async"])
+@pytest.mark.parametrize("backend", ["sync", "threads", "async"])
 def test_through_create_environment_and_gin(backend):
     """Bound in gin (so the async backend's subprocesses get the latency too): the sync
-    backend waits for its envs one after another, the async one for all at once; the
-    time steps are the unwrapped env's."""
+    backend waits for its envs one after another, the threads and async ones for all at
+    once; the time steps are the unwrapped env's."""
     latency, num_envs = 0.04, 3
     gin.clear_config()
     try:
