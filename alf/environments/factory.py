@@ -57,11 +57,9 @@ def create_environment(env_name: str = "CartPole-v1",
             ``"HalfCheetah-v5"`` or ``"module:Env-v0"``.
         num_parallel_environments: batch size ``B`` of every TimeStep.
         backend: ``"vector"`` (native vectorised env), ``"sync"`` (in-process
-            loop), ``"threads"`` (in-process, one thread per env: for
-            latency-bound envs whose step sleeps or blocks on I/O; no gain for
-            CPU-bound Python envs, the GIL), ``"async"`` (subprocesses + shared
-            memory), ``"ale_vector"``
-            (ale-py's C++ Atari vector env), ``"envpool"`` (Atari via envpool),
+            loop), ``"threads"`` (a thread per env: envs whose step waits, not
+            CPU-bound ones), ``"async"`` (subprocesses + shared memory),
+            ``"ale_vector"`` (ale-py's C++ Atari vector env), ``"envpool"``,
             ``"auto"`` (Atari ids: ``"ale_vector"``, or ``"sync"`` when the
             other arguments need per-env envs, e.g. ``render_mode``; other
             ids: ``"vector"`` when the env has a native vector implementation
@@ -72,9 +70,8 @@ def create_environment(env_name: str = "CartPole-v1",
             for the whole batch, e.g. CartPole's ``vector``, seeds it with
             ``seed + env_id_offset``).
         env_kwargs: extra keyword arguments for the env constructor.
-        gym_wrappers: callables ``w(env) -> env`` applied, in order, to every
-            sub-env (e.g. ``[@MaskVelocityWrapper]`` in gin). They need a
-            per-env backend (sync/threads/async), so ``auto`` picks ``"sync"``.
+        gym_wrappers: callables ``w(env) -> env`` applied, in order, to every sub-env
+            (e.g. ``[@MaskVelocityWrapper]``); per-env backends only: ``auto`` -> ``"sync"``.
         render_mode: e.g. ``"rgb_array"`` to make ``render()`` return frames
             (Atari: the ``[210, 160, 3]`` game screen of env 0).
         max_episode_steps: time limit (truncation) overriding the registered
