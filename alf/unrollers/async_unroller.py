@@ -379,12 +379,23 @@ class AsyncUnroller:
             ready_at = max(ready_at, self._policy.pool.last_ready_at)
         quiet = time.monotonic() - max(self._last_trajectory, ready_at)
         limit = float(self._config.env_worker_timeout_s)
-        if quiet > limit:
+        if quiet > limit and not self._a_worker_goes_quiet(limit / 2):
             raise RunFailedError(
                 f"no trajectory from any env worker for {quiet:.0f} s although they are alive "
                 f"(TrainerConfig.env_worker_timeout_s={limit:g}; async_mode="
                 f"'{self._mode}', learner version {self._version}): the workers are stuck "
                 "waiting, e.g. for weights; please report this with the config")
+
+    def _a_worker_goes_quiet(self, age_s: float) -> bool:
+        """Whether some worker's last heartbeat is older than ``age_s``: it may be hanging
+        (e.g. a stopped policy worker that every env worker waits on), and the health check
+        names and restarts it once its silence reaches the timeout; only live, beating
+        workers without trajectories are a stall."""
+        now = time.time()
+        beats = self._heartbeat.tolist()
+        if self._policy is not None:
+            beats += self._policy_heartbeat[:self._num_policy].tolist()
+        return any(now - beat > age_s for beat in beats)
 
     def _handle_error(self, w: WorkerHandle, msg: Any) -> None:
         self._pool.restart(w, f"raised {msg[1]}")
