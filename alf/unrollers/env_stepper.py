@@ -23,6 +23,7 @@ comes with its reply; a trajectory reports the oldest version among its steps
 ``0..T-1`` (the policy lag that matters), and the normaliser statistics a reply
 at ``t == T`` carried.
 """
+import abc
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence
 
@@ -35,17 +36,18 @@ from alf.unrollers.policy_server import ActReply, ActRequest
 from alf.unrollers.trajectory_slots import TrajectorySlots
 
 
-class PolicyLink:
-    """How an :class:`EnvStepper` reaches its policy worker (a pipe, or a direct call in
-    serial mode)."""
+class PolicyLink(abc.ABC):
+    """How an :class:`EnvStepper` reaches its policy worker: an interface with two
+    implementations, a pipe (``env_worker._PipePolicyLink``) and a direct call in serial
+    mode (``serial_policy.DirectPolicyLink``)."""
 
+    @abc.abstractmethod
     def request(self, request: ActRequest) -> None:
         """Send ``request`` (never blocks on the policy worker)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def wait_reply(self, group: int) -> ActReply:
         """Block until the reply for ``group``'s pending request has come."""
-        raise NotImplementedError
 
 
 class _Group:

@@ -228,23 +228,41 @@ def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None) -> Actor
     else:
         config = serial_config
     settings = spec.settings
-    envs = []
+    envs = _build_envs(spec)
     try:
-        for offset in spec.env_id_offsets:
-            envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
-                                           seed=spec.seed, env_id_offset=offset,
-                                           num_threads=settings.num_threads))
         algorithm = build_algorithm(config, EnvSpecs.of(envs[0]), "actor", RunContext())
-        wanted = ((lambda seq: version_for_seq(seq + spec.first_seq, settings.update_period,
-                                               spec.base_version))
-                  if settings.deterministic else None)
         return ActorWorker(algorithm, envs, spec.slots, spec.weights, link.acquire_slot,
-                           version_for_seq=wanted, wait=link.wait, heartbeat=link.poll,
+                           version_for_seq=_deterministic_versions(spec), wait=link.wait,
+                           heartbeat=link.poll,
                            initial_collect_steps=settings.initial_collect_steps)
     except BaseException:
         for env in envs:
             env.close()
         raise
+
+
+def _build_envs(spec: WorkerSpec) -> List[Any]:
+    """The worker's env groups (closed again if one of them fails to build)."""
+    envs: List[Any] = []
+    try:
+        for offset in spec.env_id_offsets:
+            envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
+                                           seed=spec.seed, env_id_offset=offset,
+                                           num_threads=spec.settings.num_threads))
+        return envs
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+
+
+def _deterministic_versions(spec: WorkerSpec) -> Optional[Any]:
+    """Deterministic mode: ``fn(seq) -> version`` of trajectory ``seq``; else None."""
+    settings = spec.settings
+    if not settings.deterministic:
+        return None
+    return lambda seq: version_for_seq(seq + spec.first_seq, settings.update_period,
+                                       spec.base_version)
 
 
 def build_stepper(spec: WorkerSpec, learner: Any, policy: PolicyLink,
@@ -254,25 +272,12 @@ def build_stepper(spec: WorkerSpec, learner: Any, policy: PolicyLink,
     (serial mode): each trajectory is acted with the newest weights at its start, as an
     :class:`ActorWorker` does; otherwise the newest at each step (or, deterministic, the
     exact version)."""
-    settings = spec.settings
-    envs = []
-    try:
-        for offset in spec.env_id_offsets:
-            envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
-                                           seed=spec.seed, env_id_offset=offset,
-                                           num_threads=settings.num_threads))
-        wanted = ((lambda seq: version_for_seq(seq + spec.first_seq, settings.update_period,
-                                               spec.base_version))
-                  if settings.deterministic else None)
-        if pin_newest and wanted is None:
-            wanted = lambda seq: spec.weights.latest_version()  # noqa: E731
-        return EnvStepper(spec.worker_id, envs, spec.slots, spec.inboxes, policy,
-                          learner.acquire_slot, version_for_seq=wanted, heartbeat=learner.poll,
-                          first_seq=spec.first_seq)
-    except BaseException:
-        for env in envs:
-            env.close()
-        raise
+    wanted = _deterministic_versions(spec)
+    if pin_newest and wanted is None:
+        wanted = lambda seq: spec.weights.latest_version()  # noqa: E731
+    return EnvStepper(spec.worker_id, _build_envs(spec), spec.slots, spec.inboxes, policy,
+                      learner.acquire_slot, version_for_seq=wanted, heartbeat=learner.poll,
+                      first_seq=spec.first_seq)
 
 
 def describe_exception(e: BaseException) -> str:
