@@ -100,8 +100,10 @@ class RunReport:
             ctx.add_scalar("Time/unroll_fraction", unroll_share)
             ctx.add_scalar("Time/train_fraction", 1.0 - unroll_share)
 
-    def evaluate(self, algorithm: Any, eval_env: Any, transformer: Any) -> List[Tuple[float, int]]:
-        """Run the evaluation episodes; summarise and print their mean return/length."""
+    def evaluate(self, algorithm: Any, eval_env: Any, transformer: Any, eval_log: Any = None,
+                 wall_time: float = 0.0) -> List[Tuple[float, int]]:
+        """Run the evaluation episodes; summarise and print their mean return/length and
+        append them to ``eval_log`` (an ``eval.csv`` ProgressLog, when given)."""
         cfg = self._config
         results = evaluate(algorithm, eval_env, transformer, cfg.num_eval_episodes,
                            cfg.epsilon_greedy)
@@ -111,6 +113,12 @@ class RunReport:
         avg_len = sum(n for _, n in results) / len(results)
         self._context.add_scalar("Eval/AverageReturn", avg_ret)
         self._context.add_scalar("Eval/AverageEpisodeLength", avg_len)
+        if eval_log is not None:
+            returns = [r for r, _ in results]
+            std = math.sqrt(sum((r - avg_ret) ** 2 for r in returns) / len(returns))
+            eval_log.write([self._context.iteration, self._context.env_steps, f"{wall_time:.3f}",
+                            fmt_float(avg_ret), fmt_float(std), fmt_float(min(returns)),
+                            fmt_float(max(returns)), fmt_float(avg_len), len(results)])
         self.line(f"[alf] eval at iter {self._context.iteration:,}: return {avg_ret:.1f} "
                   f"over {len(results)} episodes")
         return results

@@ -37,7 +37,7 @@ from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGu
                                           stop_words)
 from alf.trainers.learner_builder import build_learner, eval_env_kwargs
 from alf.trainers.learner_thread import make_iteration_runner
-from alf.trainers.progress_log import ProgressLog
+from alf.trainers.progress_log import PROGRESS_FILE, ProgressLog, RunLogs
 from alf.trainers.run_checkpoints import RunCheckpoints, spec_source
 from alf.trainers.run_files import CONFIG_FILE, write_config, write_operative_config
 from alf.trainers.run_report import RunReport
@@ -50,7 +50,6 @@ from alf.utils.seeding import set_random_seed
 
 __all__ = ["Trainer", "CONFIG_FILE", "PROGRESS_FILE"]
 
-PROGRESS_FILE = "progress.csv"
 
 
 class Trainer:
@@ -349,12 +348,10 @@ class Trainer:
 
     def _loop(self) -> None:
         cfg, ctx = self._config, self._context
-        log = (ProgressLog(os.path.join(self._root_dir, PROGRESS_FILE), ctx.iteration)
-               if self._is_main else None)
-        if log is not None and log.dropped_rows:
-            self._report.notice(f"[alf] {PROGRESS_FILE}: dropped {log.dropped_rows} row(s) past "
-                                f"the restored iteration {ctx.iteration:,} (written after "
-                                "its checkpoint)")
+        log = RunLogs(self._root_dir, ctx.iteration) if self._is_main else None
+        for name, dropped in (log.dropped_rows.items() if log is not None else ()):
+            self._report.notice(f"[alf] {name}: dropped {dropped} row(s) past the restored "
+                                f"iteration {ctx.iteration:,} (written after its checkpoint)")
         self._runner = make_iteration_runner(self._learner, cfg.learner_thread)
         self._loop_start = time.perf_counter()
         self._at_start = (ctx.env_steps, ctx.num_updates, ctx.iteration + 1)
@@ -373,7 +370,7 @@ class Trainer:
             if log is not None:
                 log.close()
 
-    def _end_of_iteration(self, log: Optional[ProgressLog]) -> bool:
+    def _end_of_iteration(self, log: Optional[RunLogs]) -> bool:
         """Rank agreement, summaries, evaluation, checkpoint, progress row and line after
         one iteration; True when the run should stop at this boundary."""
         cfg, ctx, report = self._config, self._context, self._report
@@ -398,21 +395,22 @@ class Trainer:
         if ctx.should_summarize():
             report.summarize(metrics, fps, self._iter_seconds)
         if cfg.evaluate and self._is_main and ctx.iteration % cfg.eval_interval == 0:
-            self._evaluate()
+            self._evaluate(log.eval)
         if ctx.iteration == first_iteration and self._is_main:
             report.warn_unused_bindings(not cfg.async_unroll and (
                 self.unroller is not None or self._eval_env is not None))
         if ctx.iteration % cfg.checkpoint_interval == 0:
             self.save_checkpoint()
-        report.end_of_iteration(log, self._learner, metrics, fps, ups, now - self._loop_start,
+        report.end_of_iteration(log and log.progress, self._learner, metrics, fps, ups, now - self._loop_start,
                                 self._wall_time(), self._done(), first_iteration,
                                 self._runner.progress_text())
         return stop
 
-    def _evaluate(self) -> None:
+    def _evaluate(self, eval_log: ProgressLog) -> None:
         self._runner.drain()  # a learner thread: evaluate the policy of this iteration
         results = self._report.evaluate(self.algorithm, self._eval_env,
-                                        self.algorithm.data_transformer)
+                                        self.algorithm.data_transformer, eval_log,
+                                        self._wall_time())
         if results and self.unroller is None:  # pure offline: evaluation is the return
             self._offline_metrics.add_finished(results, 0)
 
