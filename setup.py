@@ -30,16 +30,26 @@ setup(
                  "minari[create,hdf5]>=0.5.4,<0.6",
                  # lint-imports checks the layers (.importlinter, docs/design/layers.md);
                  # 2.7 is the first with the acyclic_siblings contract
-                 "import-linter>=2.7,<3"],
+                 "import-linter>=2.7,<3",
+                 # alf.bin.sweep / alf.bin.pbt (study storage, samplers, pruners), alf.bin.compare
+                 # (plots), W&B mirroring tested offline
+                 "optuna>=4.2", "matplotlib>=3.5", "wandb>=0.17"],
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],
         "offline": ["minari[hdf5]>=0.5.4,<0.6"],
         "video": ["imageio>=2.30", "imageio-ffmpeg>=0.4"],
         "plot": ["matplotlib>=3.5"],
-        "bench": ["stable-baselines3>=2.3", "matplotlib>=3.5"],
+        # sweeps and population-based training: Optuna's samplers, pruners and storages
+        "sweep": ["optuna>=4.2", "matplotlib>=3.5"],
+        "wandb": ["wandb>=0.17"],
+        "bench": ["stable-baselines3>=2.3", "matplotlib>=3.5", "optuna>=4.2",
+                  # rliable: reference IQM / bootstrap intervals the compare tool is checked against
+                  "rliable>=1.0"],
     },
     entry_points={"console_scripts": ["alf-train=alf.bin.train:main", "alf-play=alf.bin.play:main",
                                       "alf-export-dataset=alf.bin.export_dataset:main",
-                                      "alf-minari=alf.bin.minari_dataset:main"]},
+                                      "alf-minari=alf.bin.minari_dataset:main",
+                                      "alf-sweep=alf.bin.sweep:main", "alf-pbt=alf.bin.pbt:main",
+                                      "alf-compare=alf.bin.compare:main"]},
 )
