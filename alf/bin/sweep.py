@@ -1,0 +1,143 @@
+r"""Sweep gin parameters and seeds of one experiment: grid, random search or Optuna's TPE.
+
+    python -m alf.bin.sweep --conf=ppo_cart_pole.gin --study_dir=runs/sweep_lr \
+        --param 'Adam.lr=[1e-3, 3e-4]' --param 'PPOLoss.entropy_regularization=[0.0, 0.01]' \
+        --seeds=0,1 --parallel=2
+
+Every run is an ordinary alf run in ``<study_dir>/runs/<config>/seed_<s>`` (TensorBoard,
+resume and ``alf.bin.play`` work on it); its score (``--objective`` of ``--metric``) goes
+to ``<study_dir>/results.md`` and ``results.csv`` as runs finish.
+
+Spaces (``--param NAME=SPACE``, repeatable): a list ``[a, b]`` (a grid axis), or a range
+``uniform(lo, hi)``, ``loguniform(lo, hi)``, ``int(lo, hi)``, ``logint(lo, hi)`` (random
+search and TPE). ``--sampler`` defaults to ``grid`` when every space is a list, else
+``tpe`` with ``--n_trials`` configurations; each configuration runs once per seed.
+
+``--parallel K`` runs K at once, each pinned to its share of the CPUs (torch, env and
+worker threads sized for it). Ctrl-C stops every run with a checkpoint; rerunning the same
+command keeps finished runs and resumes stopped ones. Other sweep processes, here or on
+other machines, join the same study with the same command (a shared ``--study_dir``, or
+``--storage`` a database URL). Exit status: 0 done, 2 bad input, 130/143 stopped.
+"""
+import os
+import sys
+from typing import List
+
+import gin
+from absl import flags
+
+from alf import config as alf_config
+from alf.bin import cli
+from alf.errors import ConfigError
+from alf.studies import results as study_results
+from alf.studies import study_store as store
+from alf.studies.objective import Objective
+from alf.studies.search_space import SearchSpace
+from alf.studies.sweep import SAMPLERS, Sweep, SweepSettings
+from alf.trainers.trainer_config import TrainerConfig
+
+flags.DEFINE_string("conf", None, "Gin experiment file every run trains (as for alf.bin.train).")
+flags.DEFINE_string("study_dir", None, "Directory of the study: runs/, results.md, the journal.")
+flags.DEFINE_multi_string("param", [], "A swept parameter NAME=SPACE, e.g. 'Adam.lr=[1e-3, 3e-4]' "
+                          "or 'Adam.lr=loguniform(1e-4, 1e-2)'.")
+flags.DEFINE_list("seeds", ["0"], "Seeds every configuration runs with, e.g. --seeds=0,1,2.")
+flags.DEFINE_multi_string("conf_param", [], "A binding every run gets, e.g. "
+                          "'TrainerConfig.num_env_steps=50000'.")
+flags.DEFINE_string("objective", "final", "Score of a run: final, mean, auc or steps_to:X.")
+flags.DEFINE_string("metric", "eval_return", "Curve the objective reads: eval_return (eval.csv) "
+                    "or train_return (progress.csv).")
+flags.DEFINE_string("sampler", None, "grid, random or tpe (default: grid if every space is a "
+                    "list, else tpe).")
+flags.DEFINE_integer("n_trials", None, "Configurations random/tpe try (each once per seed).")
+flags.DEFINE_integer("parallel", 1, "Runs at once on this machine, the CPUs split between them.")
+flags.DEFINE_bool("prune", False, "Stop runs whose evaluations lag the median of the others at "
+                  "the same env steps (Optuna's MedianPruner).")
+flags.DEFINE_integer("sampler_seed", 0, "Seed of the random/tpe sampler.")
+flags.DEFINE_string("storage", None, "Optuna database URL shared by several machines (default: "
+                    "the journal file <study_dir>/study.journal).")
+flags.DEFINE_string("study_name", None, "Name of the study in the storage (default: the "
+                    "study_dir's name).")
+flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors.")
+
+FLAGS = flags.FLAGS
+PROGRAM = "alf.bin.sweep"
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def settings_from_flags() -> SweepSettings:
+    """The study's settings from the command line; every mistake is a ConfigError."""
+    if not FLAGS.conf or not FLAGS.study_dir:
+        raise ConfigError("--conf and --study_dir are required, e.g. --conf=ppo_cart_pole.gin "
+                          "--study_dir=runs/my_sweep")
+    try:
+        seeds = [int(s) for s in FLAGS.seeds]
+    except ValueError:
+        raise ConfigError(f"--seeds={','.join(FLAGS.seeds)}: give whole numbers, e.g. "
+                          "--seeds=0,1,2") from None
+    space = SearchSpace.parse(FLAGS.param, seeds)
+    sampler = FLAGS.sampler or ("grid" if space.is_grid else "tpe")
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"--sampler={sampler}: choose one of {', '.join(SAMPLERS)}")
+    if sampler == "grid" and not space.is_grid:
+        ranged = [p.name for p in space.params if not p.is_list]
+        raise ConfigError(f"--sampler=grid needs a list for every --param; {', '.join(ranged)} "
+                          "is a range: give a list, or use --sampler=tpe/random")
+    if sampler != "grid" and not (FLAGS.n_trials and FLAGS.n_trials > 0):
+        raise ConfigError(f"--sampler={sampler} needs --n_trials (how many configurations)")
+    if FLAGS.parallel < 1:
+        raise ConfigError(f"--parallel={FLAGS.parallel}: give 1 or more")
+    return SweepSettings(conf=FLAGS.conf, space=space,
+                         objective=Objective.parse(FLAGS.objective, FLAGS.metric),
+                         sampler=sampler, n_trials=FLAGS.n_trials,
+                         conf_params=tuple(alf_config.iter_conf_params(FLAGS.conf_param)),
+                         prune=FLAGS.prune, sampler_seed=FLAGS.sampler_seed,
+                         parallel=FLAGS.parallel)
+
+
+def check_runs_can_start(settings: SweepSettings) -> None:
+    """Parse the conf with the study's bindings and each swept value once (a list's every
+    value, a range's bounds), and check TrainerConfig: a typo fails here, in one line,
+    not in every run."""
+    space = settings.space
+    for param in space.params:
+        values = list(param.choices) if param.is_list else [param.low, param.high]
+        for value in values:
+            bindings = list(settings.conf_params) + [f"{param.name}={param.gin_text(value)}"]
+            alf_config.parse_config(conf_file=settings.conf, conf_params=bindings)
+            TrainerConfig()
+    if not space.params:
+        alf_config.parse_config(conf_file=settings.conf, conf_params=settings.conf_params)
+        TrainerConfig()
+    gin.clear_config()
+
+
+def _main() -> int:
+    settings = settings_from_flags()
+    check_runs_can_start(settings)
+    study_dir = os.path.abspath(os.path.expanduser(FLAGS.study_dir))
+    name = store.check_storage_name(FLAGS.study_name or os.path.basename(study_dir))
+    storage = store.open_storage(study_dir, FLAGS.storage)
+    study = store.load_study(storage, name, settings.spec(), settings.objective.direction,
+                             settings.make_sampler(), settings.make_pruner())
+    sweep = Sweep(settings, study, study_dir, _say)
+    added = sweep.enqueue_missing()
+    if added:
+        _say(f"[sweep] {name}: {added} run(s) to do, {settings.parallel} at once "
+             f"(results: {os.path.join(study_dir, 'results.md')})")
+    try:
+        sweep.run()
+    finally:
+        table = study_results.write(study_dir, study, settings.objective.name)
+    cli.print_output(table)
+    return 0
+
+
+def main(argv: List[str] = None) -> int:
+    return cli.run_command(_main, PROGRAM, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""The sweep loop: take runs from the study, run up to K at once, score them, report.
+
+One process runs :meth:`Sweep.run`; any number of processes (here or on other
+machines) may run it on the same study at once, sharing its runs (see
+:mod:`alf.studies.study_store`). Each run is ``python -m alf.bin.train`` in
+``<study_dir>/runs/<config>/seed_<s>`` pinned to a CPU slot
+(:mod:`alf.studies.run_process`); its ``eval.csv`` rows are reported to Optuna as they
+appear, so a pruner can stop a run that lags the others at the same env steps.
+
+Ctrl-C (or SIGTERM): every running run is asked to stop at its iteration boundary
+(it saves a checkpoint), its trial is ended as ``interrupted`` and its run enqueued
+again, so rerunning the sweep command resumes it; finished runs are never rerun.
+"""
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import optuna
+from optuna.trial import TrialState
+
+from alf.studies import study_store as store
+from alf.studies.objective import Objective
+from alf.studies.run_process import RunProcess, cpu_slots
+from alf.studies.search_space import Param, SearchSpace, run_key
+from alf.trainers.interrupt_guard import Terminated
+
+SAMPLERS = ("grid", "random", "tpe")
+POLL_S = 1.0
+STATUS_EVERY_S = 30.0
+
+
+@dataclass
+class SweepSettings:
+    """What a study is (recorded in it: a rerun must match) and how it is run here.
+
+    Attributes:
+        conf: the gin file every run trains.
+        space: the swept parameters and the seeds.
+        objective: the score of a run.
+        sampler: ``grid``, ``random`` or ``tpe``.
+        n_trials: configurations to try (random/tpe; the grid is all of its points).
+        conf_params: bindings every run gets (before the swept ones).
+        prune: stop runs whose evaluations lag (Optuna's median pruner).
+        sampler_seed: seeds the sampler (which configurations random/tpe pick).
+        parallel: runs at once in this process, each on its share of the CPUs.
+    """
+    conf: str
+    space: SearchSpace
+    objective: Objective
+    sampler: str = "grid"
+    n_trials: Optional[int] = None
+    conf_params: Tuple[str, ...] = ()
+    prune: bool = False
+    sampler_seed: int = 0
+    parallel: int = 1
+
+    def spec(self) -> Dict[str, Any]:
+        """The study's identity (``parallel`` and ``n_trials`` may change between reruns)."""
+        return {"conf": self.conf, "params": [p.spec() for p in self.space.params],
+                "seeds": list(self.space.seeds), "objective": self.objective.name,
+                "sampler": self.sampler, "conf_params": list(self.conf_params),
+                "prune": self.prune}
+
+    def make_sampler(self) -> optuna.samplers.BaseSampler:
+        if self.sampler == "tpe":  # constant liar: parallel trials do not pick the same point
+            return optuna.samplers.TPESampler(seed=self.sampler_seed, constant_liar=True)
+        return optuna.samplers.RandomSampler(seed=self.sampler_seed)  # grid: all fixed
+
+    def make_pruner(self) -> optuna.pruners.BasePruner:
+        if not self.prune:
+            return optuna.pruners.NopPruner()
+        # compare with at least a few finished runs, and never on a run's first evaluation
+        return optuna.pruners.MedianPruner(n_startup_trials=max(4, len(self.space.seeds)),
+                                           n_warmup_steps=0, n_min_trials=3)
+
+
+@dataclass
+class _Active:
+    """A run this process started."""
+    trial: optuna.Trial
+    key: str
+    process: RunProcess
+    slot: int
+    reported: int = 0
+    pruning: bool = False
+    last_beat: float = field(default_factory=time.time)
+
+
+def suggest(trial: optuna.Trial, param: Param) -> Any:
+    """The trial's value of ``param`` (fixed for an enqueued trial, else sampled)."""
+    if param.is_list:
+        return trial.suggest_categorical(param.name, list(param.choices))
+    if param.kind in ("int", "logint"):
+        return trial.suggest_int(param.name, int(param.low), int(param.high),
+                                 log=param.kind == "logint")
+    return trial.suggest_float(param.name, param.low, param.high, log=param.kind == "loguniform")
+
+
+class Sweep:
+    """Runs a study's runs from this process until none is left for it.
+
+    Args:
+        settings: the study and how many runs at once.
+        study: the loaded Optuna study.
+        study_dir: where runs go (``runs/<config>/seed_<s>``).
+        say: prints one progress line.
+    """
+
+    def __init__(self, settings: SweepSettings, study: optuna.Study, study_dir: str,
+                 say: Callable[[str], None]):
+        self.settings = settings
+        self.study = study
+        self.study_dir = study_dir
+        self._say = say
+        self._slots = cpu_slots(settings.parallel)
+        self._active: Dict[int, _Active] = {}
+        self._stop_signal: Optional[int] = None
+        self._last_status = time.monotonic()
+
+    # ----- what to run
+    def enqueue_missing(self) -> int:
+        """Enqueue the grid's runs not yet in the study (all of them the first time);
+        returns how many. Random/TPE studies enqueue as they sample."""
+        for key in store.recover_stale(self.study):
+            self._say(f"[sweep] {key}: its sweep process is gone; enqueued again to resume")
+        if self.settings.sampler != "grid":
+            return 0
+        live = store.live_keys(self.study)
+        added = 0
+        for point in self.settings.space.grid():
+            config = self.settings.space.config_name(point)
+            for seed in self.settings.space.seeds:
+                key = run_key(config, seed)
+                if key not in live:
+                    store.enqueue_run(self.study, point, self._attrs(config, seed))
+                    added += 1
+        return added
+
+    def _attrs(self, config: str, seed: int) -> Dict[str, Any]:
+        key = run_key(config, seed)
+        return {"key": key, "config": config, "seed": seed,
+                "run_dir": os.path.join("runs", config, f"seed_{seed}")}
+
+    def _configs_started(self) -> int:
+        return len({t.user_attrs.get("config") for t in self.study.get_trials(deepcopy=False)
+                    if "config" in t.user_attrs and store.is_result(t)})
+
+    def _has_waiting(self) -> bool:
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def _may_sample(self) -> bool:
+        s = self.settings
+        return s.sampler != "grid" and self._configs_started() < (s.n_trials or 0)
+
+    def _next_trial(self) -> Optional[Tuple[optuna.Trial, Dict[str, Any]]]:
+        """Take a waiting run, or sample a new configuration; None when nothing is left."""
+        while self._has_waiting() or self._may_sample():
+            trial = self.study.ask()
+            values = {p.name: suggest(trial, p) for p in self.settings.space.params}
+            if "key" not in trial.user_attrs:  # not enqueued: a newly sampled configuration
+                if not self._may_sample():  # another process took the last waiting run
+                    store.end_trial(self.study, trial._trial_id, trial.number, "unused")
+                    continue
+                config = self.settings.space.config_name(values)
+                seeds = self.settings.space.seeds
+                for key, value in self._attrs(config, seeds[0]).items():
+                    trial.set_user_attr(key, value)
+                for seed in seeds[1:]:  # the same configuration once per seed
+                    store.enqueue_run(self.study, values, self._attrs(config, seed))
+            elif store.is_duplicate(self.study, trial):
+                store.end_trial(self.study, trial._trial_id, trial.number, "duplicate")
+                continue
+            trial.set_user_attr("owner", store.owner_attr())
+            trial.set_user_attr("heartbeat", time.time())
+            return trial, values
+        return None
+
+    # ----- running
+    def _start(self, slot: int, trial: optuna.Trial, values: Dict[str, Any]) -> None:
+        attrs = trial.user_attrs
+        run_dir = os.path.join(self.study_dir, attrs["run_dir"])
+        params = list(self.settings.conf_params) + \
+            self.settings.space.conf_params(values, attrs["seed"])
+        os.makedirs(run_dir, exist_ok=True)
+        resuming = os.path.isdir(os.path.join(run_dir, "train"))
+        process = RunProcess(self.settings.conf, run_dir, params, self._slots[slot],
+                             os.path.join(run_dir, "train.log"))
+        self._active[slot] = _Active(trial, attrs["key"], process, slot)
+        self._say(f"[sweep] trial {trial.number}: {'resuming' if resuming else 'started'} "
+                  f"{attrs['key']} on CPU {','.join(map(str, self._slots[slot]))} "
+                  f"(pid {process.pid})")
+
+    def _check(self, active: _Active) -> bool:
+        """Report new evaluations, prune, heartbeat; True when the run has ended."""
+        trial, run_dir = active.trial, active.process.run_dir
+        points = self.settings.objective.intermediate(run_dir)
+        for step, value in points[active.reported:]:
+            trial.report(value, step)
+        active.reported = len(points)
+        if points and not active.pruning and trial.should_prune():
+            active.pruning = True
+            self._say(f"[sweep] trial {trial.number}: pruning {active.key} at "
+                      f"{points[-1][0]:,} env steps (behind the median)")
+            active.process.request_stop()
+        if time.time() - active.last_beat > store.HEARTBEAT_S:
+            trial.set_user_attr("heartbeat", time.time())
+            active.last_beat = time.time()
+        status = active.process.poll()
+        if status is None:
+            return False
+        self._finish(active, status)
+        return True
+
+    def _finish(self, active: _Active, status: int) -> None:
+        trial, key, study = active.trial, active.key, self.study
+        objective = self.settings.objective
+        if active.pruning and status in (0, 130):
+            study.tell(trial, state=TrialState.PRUNED)
+            return
+        if status in (130, 143):  # stopped (by us at Ctrl-C, or by a signal to the run)
+            store.end_trial(study, trial._trial_id, trial.number, "interrupted")
+            store.enqueue_run(study, dict(trial.params), trial.user_attrs)
+            self._say(f"[sweep] trial {trial.number}: {key} stopped with its checkpoint; "
+                      "rerun the sweep to resume it")
+            return
+        score = objective.score_run(active.process.run_dir) if status == 0 else None
+        if score is None:
+            why = (f"exit status {status}: {active.process.log_tail()}" if status else
+                   f"it wrote no {objective.metric} point (does the conf evaluate? set "
+                   "TrainerConfig.eval_interval, or use --metric train_return)")
+            trial.set_user_attr("error", why[:500])
+            study.tell(trial, state=TrialState.FAIL)
+            self._say(f"[sweep] trial {trial.number}: {key} failed: {why} "
+                      f"(log: {active.process.log_path})")
+            return
+        study.tell(trial, score)
+        self._say(f"[sweep] trial {trial.number}: {key} done: {objective.name} {score:,.4g}")
+
+    # ----- the loop
+    def run(self) -> None:
+        """Run until this process finds no run left; Ctrl-C / SIGTERM stop every run with
+        a checkpoint, then raise KeyboardInterrupt / Terminated."""
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._loop()
+        finally:
+            self._stop_all()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        if self._stop_signal is not None:
+            raise KeyboardInterrupt if self._stop_signal == signal.SIGINT else Terminated
+
+    def _on_signal(self, signum: int, frame: Any) -> None:  # noqa: ARG002 - signal API
+        if self._stop_signal is None:
+            self._stop_signal = signum
+            self._say("[sweep] stopping: each running run saves a checkpoint first")
+
+    def _loop(self) -> None:
+        exhausted = False
+        while self._stop_signal is None:
+            for slot in [s for s in range(len(self._slots)) if s not in self._active]:
+                if exhausted or self._stop_signal is not None:
+                    break
+                taken = self._next_trial()
+                if taken is None:
+                    exhausted = True
+                    break
+                self._start(slot, *taken)
+            if not self._active:
+                return
+            time.sleep(POLL_S)
+            for slot, active in list(self._active.items()):
+                if self._check(active):
+                    del self._active[slot]
+                    exhausted = False  # a pruned or failed run may free work (tpe)
+            self._status()
+
+    def _status(self) -> None:
+        if time.monotonic() - self._last_status < STATUS_EVERY_S:
+            return
+        self._last_status = time.monotonic()
+        done = len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        parts = [f"{a.key} {a.reported} eval(s)" for a in self._active.values()]
+        self._say(f"[sweep] {done} run(s) complete; running: {'; '.join(parts)}")
+
+    def _stop_all(self) -> None:
+        """Stop every run this process started (each saves a checkpoint; one that does
+        not stop in time is killed, named) and end their trials as interrupted."""
+        for active in self._active.values():
+            active.process.request_stop(self._stop_signal or signal.SIGINT)
+        for slot, active in list(self._active.items()):
+            status = active.process.wait_stopped()
+            if status == -signal.SIGKILL:
+                self._say(f"[sweep] {active.key} (pid {active.process.pid}) did not stop "
+                          "in time: killed; it resumes from its last checkpoint")
+            self._finish(active, 130 if status == -signal.SIGKILL else status)
+            del self._active[slot]

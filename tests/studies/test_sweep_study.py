@@ -1,0 +1,144 @@
+"""Sweep internals without training: spaces, objectives, CPU slots, the study's trial
+bookkeeping (seeds, n_trials, duplicates, stale owners) and the one-line errors."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from alf.errors import ConfigError, UserError
+from alf.studies import run_process, study_store as store
+from alf.studies.objective import Objective
+from alf.studies.run_data import Curve
+from alf.studies.search_space import SearchSpace, parse_param
+from alf.studies.sweep import Sweep, SweepSettings
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_spaces_parse_into_optuna_distributions():
+    p = parse_param("PPOLoss.entropy_regularization=[0.0, 0.01, @foo, 'a,b']")
+    assert p.choices == ("0.0", "0.01", "@foo", "'a,b'")
+    assert isinstance(p.distribution(), optuna.distributions.CategoricalDistribution)
+    lr = parse_param("Adam.lr=loguniform(1e-4, 1e-2)")
+    assert (lr.low, lr.high) == (1e-4, 1e-2) and lr.distribution().log
+    n = parse_param("TrainerConfig.mini_batch_size = logint(16, 256)")
+    assert n.distribution() == optuna.distributions.IntDistribution(16, 256, log=True)
+    assert n.gin_text(64.0) == "64" and lr.gin_text(0.001) == "0.001"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("lr=[1, 2]", "expected Configurable.parameter=SPACE"),
+    ("Adam.lr=normal(0, 1)", "cannot read the space"),
+    ("Adam.lr=loguniform(0, 1)", "low > 0 for a log range"),
+    ("Adam.lr=uniform(2, 1)", "need low < high"),
+    ("A.n=int(1.5, 4)", "whole numbers"),
+    ("A.b=[1, 1]", "repeats a value"),
+    ("TrainerConfig.random_seed=[1, 2]", "--seeds"),
+])
+def test_bad_spaces_are_one_line_naming_the_part(text, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        parse_param(text)
+
+
+def test_grid_and_config_names():
+    space = SearchSpace.parse(["lr/LinearSchedule.start=[1e-3, 3e-4]", "B.c=[0, 1]"], [0, 1])
+    grid = space.grid()
+    assert grid[0] == {"lr/LinearSchedule.start": "1e-3", "B.c": "0"} and len(grid) == 4
+    assert space.config_name(grid[1]) == "lr.start=1e-3,c=1"
+    assert space.conf_params(grid[1], 7) == ["lr/LinearSchedule.start=1e-3", "B.c=1",
+                                             "TrainerConfig.random_seed=7"]
+    with pytest.raises(ConfigError, match="repeats a seed"):
+        SearchSpace.parse([], [1, 1])
+
+
+def test_objectives_score_a_curve():
+    curve = Curve(np.array([0, 100, 300]), np.zeros(3), np.array([10.0, 20.0, 40.0]))
+    assert Objective.parse("final").score(curve) == 40.0
+    assert Objective.parse("mean").score(curve) == pytest.approx(70 / 3)
+    # trapezoids: (10+20)/2*100 + (20+40)/2*200 = 1500 + 6000, over 300 steps
+    assert Objective.parse("auc").score(curve) == pytest.approx(7500 / 300)
+    steps = Objective.parse("steps_to:20")
+    assert steps.score(curve) == 100.0 and steps.direction == "minimize"
+    assert Objective.parse("steps_to:99").score(curve) == 600.0  # never: 2 x last steps
+    with pytest.raises(ConfigError, match="final, mean, auc, steps_to:X"):
+        Objective.parse("best")
+    with pytest.raises(ConfigError, match="eval_return, train_return"):
+        Objective.parse("final", metric="return")
+
+
+def test_cpu_slots_split_the_usable_cpus(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4})
+    monkeypatch.setattr(run_process, "usable_cpus", lambda: 5)
+    assert run_process.cpu_slots(2) == [[0, 1, 2], [3, 4]]
+    assert run_process.cpu_slots(7)[5:] == [[0], [1]]  # more runs than CPUs: shared
+    monkeypatch.setattr(run_process, "usable_cpus", lambda: 2)  # a cgroup quota of 2
+    assert run_process.cpu_slots(2) == [[0], [1]]
+
+
+def _sweep(tmp_path, sampler="random", n_trials=2, seeds=(0, 1)):
+    space = SearchSpace.parse(["Adam.lr=loguniform(1e-4, 1e-2)"], list(seeds))
+    settings = SweepSettings("ppo_cart_pole.gin", space, Objective.parse("final"),
+                             sampler=sampler, n_trials=n_trials)
+    study = store.load_study(optuna.storages.InMemoryStorage(), "s", settings.spec(),
+                             "maximize", settings.make_sampler(), settings.make_pruner())
+    return Sweep(settings, study, str(tmp_path), lambda text: None)
+
+
+def test_each_sampled_configuration_runs_once_per_seed_then_stops(tmp_path):
+    sweep = _sweep(tmp_path)
+    taken = []
+    while (item := sweep._next_trial()) is not None:
+        trial, values = item
+        taken.append((trial.user_attrs["config"], trial.user_attrs["seed"], values["Adam.lr"]))
+        sweep.study.tell(trial, 1.0)
+    assert [seed for _, seed, _ in taken] == [0, 1, 0, 1]
+    assert taken[0][0] == taken[1][0] and taken[0][2] == taken[1][2]  # same config, both seeds
+    assert taken[2][0] != taken[0][0]
+    assert taken[0][1:] != taken[2][1:]
+    assert taken[1][0] == f"lr={taken[1][2]!r}"
+
+
+def test_a_duplicate_run_is_dropped_and_a_stale_owner_is_replaced(tmp_path):
+    sweep = _sweep(tmp_path, n_trials=1, seeds=(0,))
+    first, values = sweep._next_trial()
+    attrs = dict(first.user_attrs)
+    store.enqueue_run(sweep.study, values, attrs)  # a second process enqueued it too
+    assert sweep._next_trial() is None  # the copy is found when taken, and dropped
+    ended = [t.user_attrs.get("ended") for t in sweep.study.get_trials()]
+    assert ended == [None, "duplicate"]
+    # its owner "dies": a pid that is not running on this host
+    sweep.study._storage.set_trial_user_attr(first._trial_id, "owner",
+                                             dict(attrs["owner"], pid=2 ** 22 + 7))
+    assert store.recover_stale(sweep.study) == [attrs["key"]]
+    again, again_values = sweep._next_trial()
+    assert again.user_attrs["key"] == attrs["key"] and again_values == values
+    states = [t.state for t in sweep.study.get_trials()]
+    assert states == [TrialState.FAIL, TrialState.FAIL, TrialState.RUNNING]
+
+
+def test_a_study_rerun_with_other_settings_is_refused(tmp_path):
+    storage = store.open_storage(str(tmp_path), None)
+    args = ("maximize", optuna.samplers.RandomSampler(), optuna.pruners.NopPruner())
+    store.load_study(storage, "s", {"conf": "a.gin", "seeds": [0]}, *args)
+    with pytest.raises(UserError, match=r"seeds: was \[0\], now \[0, 1\]"):
+        store.load_study(storage, "s", {"conf": "a.gin", "seeds": [0, 1]}, *args)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--param", "PPOLoss.entropy_regularizaton=[0.0, 0.1]"], "entropy_regularizaton"),
+    (["--param", "Adam.lr=uniform(0.1, 0.2)", "--sampler=grid"], "needs a list for every"),
+    (["--param", "Adam.lr=uniform(0.1, 0.2)"], "needs --n_trials"),
+    (["--seeds=0,x"], "give whole numbers"),
+])
+def test_sweep_command_errors_are_one_line_exit_2(tmp_path, args, message):
+    cmd = [sys.executable, "-m", "alf.bin.sweep", "--conf=ppo_cart_pole.gin",
+           f"--study_dir={tmp_path / 'study'}"] + args
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "alf.bin.sweep: error:" in lines[0]
+    assert not (tmp_path / "study" / "runs").exists()
