@@ -39,7 +39,7 @@ from alf.trainers.learner_builder import build_learner, eval_env_kwargs
 from alf.trainers.learner_thread import make_iteration_runner
 from alf.trainers.progress_log import PROGRESS_FILE, ProgressLog, RunLogs
 from alf.trainers.run_checkpoints import RunCheckpoints, spec_source
-from alf.trainers.run_files import CONFIG_FILE, write_config, write_operative_config
+from alf.trainers.run_files import CONFIG_FILE, write_operative_config, write_start_files
 from alf.trainers.run_report import RunReport
 from alf.trainers.summary_writer import open_summary_writer
 from alf.trainers.thread_budget import run_thread_governor
@@ -271,8 +271,8 @@ class Trainer:
                 report.notice(f"[alf] {self._root_dir} has a {CONFIG_FILE} but no checkpoint "
                               "(the previous run stopped before saving one): training starts "
                               "from iteration 0")
-            if self._is_main:  # rank 0 alone writes files
-                write_config(self._root_dir, self._config_text)
+            if self._is_main:  # rank 0 alone writes files (config.gin, run_info/)
+                write_start_files(self._root_dir, self._config_text)
             if resumed and self._overrides:
                 report.notice("[alf] applied to the saved config (kept for later resumes): "
                               + ", ".join(self._overrides))
@@ -287,7 +287,7 @@ class Trainer:
             # Events a crashed run wrote past its checkpoint are dropped per tag by
             # TensorBoard when the resumed run's steps go back.
             if self._is_main and not complete:
-                self._writer = open_summary_writer(self._root_dir)
+                self._writer = open_summary_writer(self._root_dir, self._config, self._context)
                 self._context.summary_writer = self._writer
         except KeyboardInterrupt as e:
             self.close()  # no collective: each rank gets its own Ctrl-C at its own moment
@@ -394,7 +394,9 @@ class Trainer:
         ups = (ctx.num_updates - updates0) / max(1e-9, now - self._loop_start)
         if ctx.should_summarize():
             report.summarize(metrics, fps, self._iter_seconds)
-        if cfg.evaluate and self._is_main and ctx.iteration % cfg.eval_interval == 0:
+        # every eval_interval iterations, and the policy the run ends with (a sweep's score)
+        if cfg.evaluate and self._is_main and (ctx.iteration % cfg.eval_interval == 0
+                                               or self._done()):
             self._evaluate(log.eval)
         if ctx.iteration == first_iteration and self._is_main:
             report.warn_unused_bindings(not cfg.async_unroll and (

@@ -8,7 +8,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 def test_evaluation_and_metrics_summaries(make_trainer, alf_cli, tmp_path):
     root = tmp_path / "run"
     trainer = make_trainer(root, alf_cli.TINY_PPO, [
-        "TrainerConfig.num_iterations=4", "TrainerConfig.evaluate=True",
+        "TrainerConfig.num_iterations=5", "TrainerConfig.evaluate=True",
         "TrainerConfig.eval_interval=2", "TrainerConfig.num_eval_episodes=2",
         "TrainerConfig.num_eval_environments=2", "create_environment.max_episode_steps=50"])
     trainer.run()
@@ -24,7 +24,8 @@ def test_evaluation_and_metrics_summaries(make_trainer, alf_cli, tmp_path):
     assert any(t.startswith("Loss/") for t in tags), sorted(tags)
 
     evals = acc.Scalars("Eval/AverageReturn")
-    assert [e.step for e in evals] == [2, 4]  # every eval_interval iterations
+    # every eval_interval iterations, and at the last one (the policy the run ends with)
+    assert [e.step for e in evals] == [2, 4, 5]
     # CartPole: reward 1 per step, episodes of 8..50 steps (time limit set above)
     assert all(8 <= e.value <= 50 for e in evals), [e.value for e in evals]
     lengths = acc.Scalars("Eval/AverageEpisodeLength")
