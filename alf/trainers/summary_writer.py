@@ -7,7 +7,9 @@ leaves a 0-byte events file. :func:`open_summary_writer` returns a writer whose
 failures are one :class:`~alf.errors.WriteFailedError` naming the events file and
 the space left, raised in the training loop (the thread's own report is silenced:
 the error is not lost, it surfaces at the next write), and that never leaves an
-empty events file behind.
+empty events file behind. With ``TrainerConfig.wandb_project`` set, every scalar is also
+mirrored to a Weights & Biases run (:mod:`alf.trainers.wandb_mirror`), finished when the
+writer closes.
 """
 import glob
 import os
@@ -16,6 +18,7 @@ import sys
 import threading
 from typing import Any, Optional
 
+from alf.trainers.wandb_mirror import WandbMirror, start_wandb_mirror
 from alf.utils.atomic_write import os_error_in, remove_quietly, write_failed
 
 _WHAT = "the TensorBoard events file"
@@ -23,8 +26,15 @@ _hook_lock = threading.Lock()
 _hook_installed = False
 
 
-def open_summary_writer(log_dir: str) -> "SummaryWriterGuard":
+def open_summary_writer(log_dir: str, config: Any = None,
+                        context: Any = None) -> "SummaryWriterGuard":
     """A ``torch.utils.tensorboard.SummaryWriter`` for ``log_dir`` (a new events file).
+
+    Args:
+        log_dir: the run directory.
+        config: the TrainerConfig; with ``wandb_project`` set, scalars are mirrored to W&B
+            (a W&B run that fails to start is one warning line: TensorBoard only).
+        context: the run's RunContext (the iteration of each scalar, for W&B).
 
     Raises:
         WriteFailedError: the events file could not be written (it is removed).
@@ -41,19 +51,27 @@ def open_summary_writer(log_dir: str) -> "SummaryWriterGuard":
         for path in mine:
             remove_quietly(path)
         raise write_failed(mine[0] if mine else log_dir, cause, _WHAT) from None
-    return SummaryWriterGuard(writer)
+    guard = SummaryWriterGuard(writer)
+    if config is not None and context is not None:
+        try:
+            guard.mirror = start_wandb_mirror(config, log_dir, context)
+        except BaseException:  # Ctrl-C while W&B starts
+            guard.close()
+            raise
+    return guard
 
 
 class SummaryWriterGuard:
     """Wraps a ``SummaryWriter``: its methods raise :class:`WriteFailedError` instead of
     TensorBoard's ``OSError``; :meth:`close` never raises and removes an empty events
-    file."""
+    file. Scalars also go to :attr:`mirror` (a W&B run) when there is one."""
 
     def __init__(self, writer: Any):
         self._writer = writer
         self._failed = False
         event_writer = getattr(getattr(writer, "file_writer", None), "event_writer", None)
         self.path: Optional[str] = getattr(event_writer, "_file_name", None)
+        self.mirror: Optional[WandbMirror] = None
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._writer, name)
@@ -71,9 +89,26 @@ class SummaryWriterGuard:
                 raise write_failed(self.path or "", cause, _WHAT) from None
         return call
 
+    def add_scalar(self, tag: str, scalar_value: Any, global_step: Optional[int] = None,
+                   *args: Any, **kwargs: Any) -> None:
+        """TensorBoard's ``add_scalar``, then the same value to the W&B mirror (which
+        never raises)."""
+        self.__getattr__("add_scalar")(tag, scalar_value, global_step, *args, **kwargs)
+        if self.mirror is not None:
+            self.mirror.add_scalar(tag, float(scalar_value), int(global_step or 0))
+
     def close(self) -> None:
         """Flush and close; a failure is one warning line (none after a failure already
-        reported). An events file left empty is removed."""
+        reported). An events file left empty is removed. The W&B run, if any, is finished
+        (failed when this is called while an exception propagates)."""
+        try:
+            self._close_events_file()
+        finally:
+            mirror, self.mirror = self.mirror, None
+            if mirror is not None:
+                mirror.close()
+
+    def _close_events_file(self) -> None:
         try:
             self._writer.close()
         except Exception as e:  # noqa: BLE001 - closing must not hide the run's outcome

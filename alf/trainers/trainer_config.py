@@ -8,6 +8,7 @@ from alf.config_checks import check_ranges
 from alf.config_ranges import (NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
                                UnitInterval, UnitIntervalSchedule, at_least)
 from alf.errors import ConfigError
+from alf.trainers.wandb_mirror import check_wandb_config
 
 _CountOrNoLimit = at_least(0, "0: no limit")
 _CountOrNever = at_least(0, "0: never")
@@ -142,6 +143,17 @@ class TrainerConfig:
             rank 0's (0 = never). See docs/distributed.md.
         distributed_drift: what a difference found by that check does: ``"resync"``
             (warn and copy rank 0's state to every rank) or ``"error"`` (stop the run).
+        wandb_project: also log every TensorBoard scalar, and the gin config, to this
+            Weights & Biases project (None: no W&B; needs ``pip install -e '.[wandb]'``;
+            docs/configuration.md "Weights & Biases"). The W&B run is named after
+            ``root_dir`` and resumed with it; a W&B failure is one warning line, the
+            run goes on with TensorBoard only.
+        wandb_entity: the W&B team or user that owns the project (None: your default).
+        wandb_group: W&B group of the run (e.g. one per sweep; None: none).
+        wandb_tags: W&B tags of the run, e.g. ``['ppo', 'baseline']``.
+        wandb_mode: ``"online"``, ``"offline"`` (files under ``root_dir/wandb``, for
+            ``wandb sync`` later) or ``"disabled"``; None: the ``WANDB_MODE`` env var,
+            else online.
     """
 
     def __init__(self,
@@ -201,7 +213,12 @@ class TrainerConfig:
                  save_replay_buffer: bool = False,
                  device: str = "cpu",
                  distributed_check_interval: _CountOrNever = 100,
-                 distributed_drift: str = "resync"):
+                 distributed_drift: str = "resync",
+                 wandb_project: Optional[str] = None,
+                 wandb_entity: Optional[str] = None,
+                 wandb_group: Optional[str] = None,
+                 wandb_tags: Sequence[str] = (),
+                 wandb_mode: Optional[str] = None):
         self.algorithm_ctor = algorithm_ctor
         self.data_transformer_ctor = data_transformer_ctor
         self.random_seed = random_seed
@@ -259,6 +276,11 @@ class TrainerConfig:
         self.metric_buffer_size = int(metric_buffer_size)
         self.save_replay_buffer = save_replay_buffer
         self.device = device
+        self.wandb_project = wandb_project
+        self.wandb_entity = wandb_entity
+        self.wandb_group = wandb_group
+        self.wandb_tags = list(wandb_tags or ())
+        self.wandb_mode = wandb_mode
         self.validate()
 
     def validate(self) -> None:
@@ -298,6 +320,7 @@ class TrainerConfig:
             raise ConfigError(f"TrainerConfig.device='{self.device}' but CUDA is not available "
                               "on this machine; use 'cpu'")
         self._validate_offline()
+        check_wandb_config(self.wandb_project, self.wandb_mode)
 
     @property
     def offline_only(self) -> bool:

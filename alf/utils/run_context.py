@@ -113,6 +113,12 @@ class RunContext:
             self.num_updates % self.summary_interval == 0
             or (self.summarize_first_interval and self.num_updates == 1))
 
+    def summary_iteration(self) -> int:
+        """The iteration a summary written now belongs to: the current one, or in a learner
+        thread the one that collected the unroll it trains (:meth:`pinned_iteration`)."""
+        pinned = getattr(self._pinned, "value", None)
+        return self.iteration if pinned is None else pinned[0]
+
     def add_scalar(self, tag: str, value: Any, step: Optional[int] = None) -> None:
         """Write ``value`` under ``tag`` against ``step`` (default: iterations), and ``tag`` in
         ``<group>_vs_EnvironmentSteps`` against env steps (ALF's convention)."""
@@ -120,8 +126,7 @@ class RunContext:
             return
         v = float(value)
         if step is None:
-            pinned = getattr(self._pinned, "value", None)
-            step = self.iteration if pinned is None else pinned[0]
+            step = self.summary_iteration()
         self.summary_writer.add_scalar(tag, v, int(step))
         group, _, name = tag.rpartition("/")
         self.summary_writer.add_scalar(f"{group or 'Metrics'}_vs_EnvironmentSteps/{name}", v,

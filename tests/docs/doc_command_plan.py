@@ -33,6 +33,7 @@ NOT_RUN: List[Tuple[str, str]] = [
     (r"--conf=/path/to/my\.gin", "/path/to/my.gin stands for the reader's own gin file"),
     (r"minari_dataset import --id=mujoco/",
      "needs that Minari dataset in the local cache (`minari download`, network access)"),
+    (r"^wandb sync ", "uploads to wandb.ai: needs network access and a W&B account"),
     (r"--root_dir=runs/offline/hybrid_hc_seed0",
      "trains on runs/offline/data/halfcheetah_medium, which bench/offline_pipeline.py "
      "(a benchmark, not run) makes"),
