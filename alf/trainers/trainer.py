@@ -196,7 +196,8 @@ class Trainer:
     def _done(self) -> bool:
         c, ctx = self._config, self._context
         return ((c.num_iterations > 0 and ctx.iteration >= c.num_iterations) or
-                (c.num_env_steps > 0 and ctx.env_steps >= c.num_env_steps))
+                any(0 < limit <= ctx.env_steps for limit in (c.num_env_steps,
+                                                             c.stop_at_env_steps)))
 
     def _wall_time(self) -> float:
         """Seconds of training in this run dir, across resumes."""

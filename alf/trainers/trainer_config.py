@@ -26,6 +26,10 @@ class TrainerConfig:
         num_iterations: stop after this many train iterations (0 = no limit).
         num_env_steps: stop after this many environment steps (0 = no limit). At least one
             of ``num_iterations``/``num_env_steps`` must be set; schedules anneal over it.
+        stop_at_env_steps: end this process (evaluation, checkpoint, exit 0) once this many
+            env steps are done, without changing the horizon ``num_env_steps`` that schedules
+            anneal over (0 = off); a resume with a larger value continues. Population-based
+            training runs its members in such segments; a cluster's time slices can too.
         unroll_length: env steps per env per iteration; fractional values (e.g. 0.25) unroll
             one step every ``1/unroll_length`` iterations. 0 with ``offline_buffer_dir``:
             pure offline training (no training env; stop by ``num_iterations``).
@@ -162,6 +166,7 @@ class TrainerConfig:
                  random_seed: Optional[NonNegativeInt] = None,
                  num_iterations: _CountOrNoLimit = 0,
                  num_env_steps: _CountOrNoLimit = 0,
+                 stop_at_env_steps: _CountOrNoLimit = 0,
                  unroll_length: float = 8,
                  async_unroll: bool = False,
                  async_mode: str = "processes",
@@ -224,6 +229,7 @@ class TrainerConfig:
         self.random_seed = random_seed
         self.num_iterations = int(num_iterations)
         self.num_env_steps = int(num_env_steps)
+        self.stop_at_env_steps = int(stop_at_env_steps)
         self.unroll_length = unroll_length
         self.async_unroll = bool(async_unroll)
         self.async_mode = async_mode
