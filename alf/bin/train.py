@@ -10,6 +10,9 @@ override values, e.g. to extend ``num_env_steps``; they are kept in the run's
 ``config.gin`` for later resumes). A ``root_dir`` with a ``config.gin`` but no
 checkpoint starts over (with ``--conf`` when given). A gin ``import my_module``
 finds ``my_module.py`` next to the ``--conf`` file from any working directory.
+``--rerun=OLD --root_dir=NEW`` starts a new run of run ``OLD``'s exact config (its seed
+and its copied user modules included; ``--conf_param`` may override). Each start records
+where the run came from in ``root_dir/run_info/`` (docs/run_directory.md).
 Exit status: 0 done, 1 failed (e.g. a full disk: one line naming the file), 2 bad input
 (nothing written), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (``kill``, ``docker
 stop``, Slurm, Kubernetes); both save a checkpoint at the iteration boundary first.
@@ -22,7 +25,7 @@ import gin
 from absl import flags
 
 from alf import config as alf_config
-from alf.bin import cli
+from alf.bin import cli, rerun
 from alf.bin.video_path import nearest_existing_ancestor
 from alf.distributed.rank_group import RankGroup
 from alf.errors import ConfigError, UserError
@@ -35,6 +38,9 @@ flags.DEFINE_string("conf", None, "Gin experiment file (bare names are looked up
 flags.DEFINE_string("root_dir", None, "Directory for checkpoints, summaries and config.gin.")
 flags.DEFINE_multi_string("conf_param", [], "Gin binding applied after the files, e.g. "
                           "'TrainerConfig.random_seed=1'")
+flags.DEFINE_string("rerun", None, "A run directory whose exact config (config.gin, seed "
+                    "included, and its copied user modules) starts a new run in --root_dir; "
+                    "--conf_param may still override values, e.g. the seed.")
 flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors.")
 flags.DEFINE_bool("quiet", False, "Do not print the progress, checkpoint and evaluation lines "
                   "(warnings and what a resume restored are still shown).")
@@ -81,9 +87,9 @@ def _build_trainer(group=None):
 
 
 def _read_config():
-    """``(config text, overrides)``: ``--conf`` (new run) or ``root_dir``'s saved
-    ``config.gin`` (resume), ``--conf_param`` applied; the seed is resolved and the
-    config checked (``TrainerConfig()``)."""
+    """``(config text, overrides)``: ``--conf`` (new run), ``--rerun``'s saved config (a
+    new run of an old one) or ``root_dir``'s saved ``config.gin`` (resume), ``--conf_param``
+    applied; the seed is resolved and the config checked (``TrainerConfig()``)."""
     if not FLAGS.root_dir:
         raise ConfigError("--root_dir is required (where checkpoints and summaries go)")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
@@ -94,7 +100,11 @@ def _read_config():
     saved = os.path.join(root_dir, CONFIG_FILE)
     params = alf_config.iter_conf_params(FLAGS.conf_param)
     has_checkpoints = bool(Checkpointer(os.path.join(root_dir, "train")).list_checkpoints())
-    if os.path.isfile(saved) and (has_checkpoints or not FLAGS.conf):
+    if FLAGS.rerun:
+        import_dirs = rerun.parse_rerun_config(FLAGS.rerun, root_dir, FLAGS.conf, params,
+                                               PROGRAM)
+        overrides = []
+    elif os.path.isfile(saved) and (has_checkpoints or not FLAGS.conf):
         if FLAGS.conf:
             print(f"{PROGRAM}: resuming {root_dir} with its saved config.gin "
                   f"(--conf {FLAGS.conf} is ignored; use --conf_param to override values)",

@@ -1,11 +1,13 @@
 """The run's config files in ``root_dir``: ``config.gin`` (what a resume or
 ``alf.bin.play`` re-parses) and ``operative_config.gin`` (informational: every
-value gin used). Both are written atomically."""
+value gin used), both written atomically; and at each start the record of where the
+run came from (``run_info/``, :mod:`alf.trainers.run_provenance`)."""
 import os
 from typing import Callable
 
 from alf import config as alf_config
 from alf.errors import UserError, WriteFailedError
+from alf.trainers.run_provenance import record_start
 from alf.utils.atomic_write import atomic_write_text
 
 CONFIG_FILE = "config.gin"
@@ -32,6 +34,18 @@ def write_config(root_dir: str, config_text: str) -> None:
             if f.read() == config_text:
                 return
     atomic_write_text(config_path, config_text, "the run's config")
+
+
+def write_start_files(root_dir: str, config_text: str) -> None:
+    """At the start of a run (new or resumed, once its checkpoint is known to fit):
+    :func:`write_config`, then this start's provenance record in ``root_dir/run_info/``
+    (a failure there is one warning line; the run goes on).
+
+    Raises:
+        UserError, WriteFailedError: as :func:`write_config`.
+    """
+    write_config(root_dir, config_text)
+    record_start(root_dir, config_text)
 
 
 def write_operative_config(root_dir: str, notice: Callable[[str], None],

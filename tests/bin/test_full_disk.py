@@ -96,9 +96,9 @@ def test_full_disk_is_one_line_and_leaves_every_file_intact(alf_cli, tmp_path, s
     for name in train:
         assert after[name] == before[name], name
     # no temporary file, nothing empty (operative_config.gin was truncated to 0 bytes);
-    # new: only this run's TensorBoard events
+    # new: only this run's TensorBoard events and the record of this start (run_info/)
     new = [p for p in after if p not in before]
-    assert all(p.startswith("events.out.tfevents.") for p in new), new
+    assert all(p.startswith(("events.out.tfevents.", "run_info/start-0002.")) for p in new), new
     assert not [p for p, data in after.items() if not data], "empty files left"
     assert b"num_iterations = 90" in after["config.gin"]  # rewritten whole (the override)
 

@@ -1,0 +1,89 @@
+"""``alf.bin.train --rerun=OLD --root_dir=NEW``: the exact experiment of run ``OLD``, anew.
+
+The rerun parses ``OLD/config.gin`` (every value, its seed included, so it is the same
+experiment; ``--conf_param`` may still override, e.g. another seed) and imports the user
+modules from ``OLD/run_info/user_modules`` (the code the run used, even if the original
+files changed or moved since). Nothing else is taken from ``OLD``: no checkpoint, no log;
+``NEW`` is a new run with its own ``run_info/``. When this alf's source differs from the
+one ``OLD`` recorded (another commit, or other uncommitted changes), one warning line
+names the recorded commit and where its patch is.
+"""
+import os
+import sys
+from typing import List, Sequence
+
+from alf import config as alf_config
+from alf.errors import UserError
+from alf.trainers import run_provenance
+from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.run_files import CONFIG_FILE
+from alf.trainers.user_module_copies import USER_MODULES_DIR
+
+
+def parse_rerun_config(source: str, root_dir: str, conf: str, params: Sequence[str],
+                       program: str) -> List[str]:
+    """Check the request, warn about a changed alf, parse ``source``'s saved config (with
+    ``params``) into gin; returns the import folders for the new run's ``config.gin``
+    (its own copies first, then ``source``'s, then the ones ``source`` used).
+
+    Raises:
+        UserError: ``--conf`` given too, ``source`` is not a run, or ``root_dir`` is
+            ``source`` or already holds a run.
+    """
+    source = os.path.abspath(os.path.expanduser(source))
+    if conf:
+        raise UserError(f"--rerun and --conf cannot be combined: --rerun {source} takes that "
+                        "run's config.gin (change values with --conf_param)")
+    saved = os.path.join(source, CONFIG_FILE)
+    if not os.path.isfile(saved):
+        what = "does not exist" if not os.path.exists(source) else f"holds no {CONFIG_FILE}"
+        raise UserError(f"--rerun {source} {what}: pass the --root_dir of an earlier run")
+    if os.path.realpath(root_dir) == os.path.realpath(source):
+        raise UserError(f"--root_dir is the --rerun directory {source}: pass a new --root_dir "
+                        "for the rerun (to resume that run, leave out --rerun)")
+    if (os.path.exists(os.path.join(root_dir, CONFIG_FILE))
+            or Checkpointer(os.path.join(root_dir, "train")).list_checkpoints()):
+        raise UserError(f"--root_dir {root_dir} already holds a run: pass a new directory "
+                        "for the rerun (to resume that run, leave out --rerun)")
+    with open(saved) as f:
+        saved_text = f.read()
+    copies = os.path.join(source, run_provenance.RUN_INFO_DIR, USER_MODULES_DIR)
+    own = os.path.join(root_dir, run_provenance.RUN_INFO_DIR, USER_MODULES_DIR)
+    dirs = ([own, copies] if os.path.isdir(copies) else []) + [
+        d for d in alf_config.import_dirs_in(saved_text) if d not in (own, copies)]
+    # the copies go first on sys.path: they win over the modules' original folders
+    alf_config.parse_config(config_text=alf_config.import_path_header(dirs) + saved_text,
+                            conf_params=params, config_name=saved)
+    changed = source_change(source)
+    if changed:
+        print(f"{program}: warning: {changed}", file=sys.stderr)
+    return dirs
+
+
+def source_change(run_dir: str) -> str:
+    """How this alf's source differs from the one ``run_dir``'s newest start recorded, in
+    one sentence; "" when it is the same (same commit and same uncommitted changes, or
+    the same version of an installed alf)."""
+    found = run_provenance.latest_record(run_dir)
+    if found is None:
+        return (f"{run_dir} has no run_info record (it was trained before alf kept them): "
+                "the alf source it used is unknown, so results may differ")
+    record, path = found
+    recorded = record.get("alf", {})
+    git = recorded.get("git") or {}
+    now = run_provenance.current_git_state()
+    if git.get("commit") is None or now.commit is None:
+        was, version = recorded.get("version"), run_provenance.alf_version()
+        if git.get("commit") is None and now.commit is None and was == version:
+            return ""
+        return (f"{run_dir} was trained with alf {was} ({git.get('commit') or 'no git commit'}"
+                f"); this is alf {version} ({now.commit or now.error}): results may differ")
+    same_patch = git.get("patch_sha256") == run_provenance.patch_sha256(now)
+    if git["commit"] == now.commit and same_patch:
+        return ""
+    patch = git.get("patch")
+    with_patch = (f" plus uncommitted changes saved in "
+                  f"{os.path.join(os.path.dirname(path), patch)}" if patch else "")
+    now_words = now.commit[:12] + (" with uncommitted changes" if now.dirty else "")
+    return (f"{run_dir} was trained with alf commit {git['commit'][:12]}{with_patch}; this "
+            f"alf is {now_words}: results may differ")
