@@ -23,7 +23,6 @@ import os
 import sys
 from typing import List
 
-import gin
 from absl import flags
 
 from alf import config as alf_config
@@ -31,10 +30,10 @@ from alf.bin import cli
 from alf.errors import ConfigError
 from alf.studies import results as study_results
 from alf.studies import study_store as store
+from alf.studies.config_check import check_runs_can_start
 from alf.studies.objective import Objective
 from alf.studies.search_space import SearchSpace
 from alf.studies.sweep import SAMPLERS, Sweep, SweepSettings
-from alf.trainers.trainer_config import TrainerConfig
 
 flags.DEFINE_string("conf", None, "Gin experiment file every run trains (as for alf.bin.train).")
 flags.DEFINE_string("study_dir", None, "Directory of the study: runs/, results.md, the journal.")
@@ -97,26 +96,9 @@ def settings_from_flags() -> SweepSettings:
                          parallel=FLAGS.parallel)
 
 
-def check_runs_can_start(settings: SweepSettings) -> None:
-    """Parse the conf with the study's bindings and each swept value once (a list's every
-    value, a range's bounds), and check TrainerConfig: a typo fails here, in one line,
-    not in every run."""
-    space = settings.space
-    for param in space.params:
-        values = list(param.choices) if param.is_list else [param.low, param.high]
-        for value in values:
-            bindings = list(settings.conf_params) + [f"{param.name}={param.gin_text(value)}"]
-            alf_config.parse_config(conf_file=settings.conf, conf_params=bindings)
-            TrainerConfig()
-    if not space.params:
-        alf_config.parse_config(conf_file=settings.conf, conf_params=settings.conf_params)
-        TrainerConfig()
-    gin.clear_config()
-
-
 def _main() -> int:
     settings = settings_from_flags()
-    check_runs_can_start(settings)
+    check_runs_can_start(settings.conf, settings.conf_params, settings.space)
     study_dir = os.path.abspath(os.path.expanduser(FLAGS.study_dir))
     name = store.check_storage_name(FLAGS.study_name or os.path.basename(study_dir))
     storage = store.open_storage(study_dir, FLAGS.storage)

@@ -63,7 +63,7 @@ class Param:
             return str(value)
         if self.kind in ("int", "logint"):
             return str(int(value))
-        return repr(float(value))
+        return format(float(value), ".6g")  # 6 significant digits: plenty for a setting
 
     def spec(self) -> str:
         """The space as the user wrote it (normalised): what a study records."""

@@ -27,7 +27,7 @@ def test_spaces_parse_into_optuna_distributions():
     assert (lr.low, lr.high) == (1e-4, 1e-2) and lr.distribution().log
     n = parse_param("TrainerConfig.mini_batch_size = logint(16, 256)")
     assert n.distribution() == optuna.distributions.IntDistribution(16, 256, log=True)
-    assert n.gin_text(64.0) == "64" and lr.gin_text(0.001) == "0.001"
+    assert n.gin_text(64.0) == "64" and lr.gin_text(0.0012345678) == "0.00123457"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -99,7 +99,7 @@ def test_each_sampled_configuration_runs_once_per_seed_then_stops(tmp_path):
     assert taken[0][0] == taken[1][0] and taken[0][2] == taken[1][2]  # same config, both seeds
     assert taken[2][0] != taken[0][0]
     assert taken[0][1:] != taken[2][1:]
-    assert taken[1][0] == f"lr={taken[1][2]!r}"
+    assert taken[1][0] == f"lr={taken[1][2]:.6g}"
 
 
 def test_a_duplicate_run_is_dropped_and_a_stale_owner_is_replaced(tmp_path):

@@ -1,0 +1,72 @@
+"""Which gin parameters population-based training may change in the middle of a run.
+
+A PBT member trains in segments: each is ``alf.bin.train`` resuming the member's run
+from its checkpoint with the member's current hyper-parameters as ``--conf_param``.
+A new value takes effect only if nothing in the checkpoint overrides it and it does not
+change the shape of what the checkpoint holds. So the mutable parameters are listed
+here, each checked: values the algorithm reads again at every update (learning rates,
+applied from their schedule at each step; loss coefficients; discounts; clip ranges;
+target-update rates) qualify; these do not, and are refused with one line:
+
+- network sizes, env counts, replay buffer length (they shape the saved state);
+- state the checkpoint restores: an optimizer's ``betas``/``eps`` (its param groups),
+  SAC's ``initial_alpha`` (the learned log-alpha), normaliser settings.
+"""
+from typing import Dict, FrozenSet
+
+from alf.errors import ConfigError
+
+#: configurable -> parameters PBT may change between two segments of a run
+MUTABLE: Dict[str, FrozenSet[str]] = {
+    # optimizers: lr is set from its schedule before every step; clipping read every step
+    "alf.optimizers.Adam": frozenset({"lr", "gradient_clipping"}),
+    "alf.optimizers.AdamW": frozenset({"lr", "gradient_clipping"}),
+    "alf.optimizers.RMSprop": frozenset({"lr", "gradient_clipping"}),
+    "alf.optimizers.SGD": frozenset({"lr", "gradient_clipping"}),
+    # schedules of training progress (e.g. a learning rate or a clip range)
+    "LinearSchedule": frozenset({"start", "end"}),
+    # losses and algorithms: coefficients read when the loss is computed
+    "PPOLoss": frozenset({"importance_ratio_clipping", "entropy_regularization",
+                          "td_loss_weight", "value_clipping"}),
+    "ActorCriticLoss": frozenset({"gamma", "td_lambda", "entropy_regularization",
+                                  "td_loss_weight"}),
+    "PPOAlgorithm": frozenset({"gamma", "gae_lambda"}),
+    "ImpalaAlgorithm": frozenset({"gamma", "vtrace_lambda", "clip_rho_threshold",
+                                  "clip_c_threshold", "clip_pg_rho_threshold"}),
+    "DqnAlgorithm": frozenset({"gamma", "target_update_tau", "target_update_period"}),
+    "SacAlgorithm": frozenset({"gamma", "target_update_tau", "target_update_period"}),
+    "DdpgAlgorithm": frozenset({"gamma", "target_update_tau", "exploration_noise",
+                                "target_policy_noise", "target_noise_clip"}),
+    "Td3Algorithm": frozenset({"gamma", "target_update_tau", "exploration_noise",
+                               "target_policy_noise", "target_noise_clip"}),
+    "IqlAlgorithm": frozenset({"gamma", "expectile", "temperature", "target_update_tau"}),
+    # the Learner reads these every iteration
+    "TrainerConfig": frozenset({"mini_batch_size", "num_updates_per_train_iter"}),
+}
+_SHORT = {name.rsplit(".", 1)[-1]: name for name in MUTABLE}  # Adam -> alf.optimizers.Adam
+
+
+def configurable_of(binding: str) -> "tuple[str, str]":
+    """``lr/LinearSchedule.start`` -> ``("LinearSchedule", "start")`` (scope dropped,
+    a short optimizer name completed to its registered one)."""
+    key = binding.rsplit("/", 1)[-1]
+    configurable, _, param = key.rpartition(".")
+    return _SHORT.get(configurable, configurable), param
+
+
+def check_mutable(binding: str) -> None:
+    """Refuse a parameter PBT cannot change mid-run.
+
+    Raises:
+        ConfigError: one line naming the parameter, why, and what may change instead.
+    """
+    configurable, param = configurable_of(binding)
+    if param in MUTABLE.get(configurable, ()):
+        return
+    allowed = ", ".join(f"{c.rsplit('.', 1)[-1]}.{{{','.join(sorted(p))}}}"
+                        for c, p in MUTABLE.items() if c in (configurable,)) or \
+        "learning rates (Adam.lr, LinearSchedule.start/end), loss coefficients, discounts, " \
+        "clip ranges, target-update rates"
+    raise ConfigError(f"--param {binding}: PBT cannot change it in the middle of a run (it is "
+                      "read once when the run is built or restored from its checkpoint); "
+                      f"mutable here: {allowed} (full list: alf/studies/pbt_params.py)")
