@@ -109,14 +109,15 @@ def start_wandb_mirror(config: Any, root_dir: str, context: Any) -> Optional["Wa
         run = _init_run(wandb, config, root_dir, context)
     except Exception as e:  # noqa: BLE001 - W&B must never stop the training run
         _warn("start", e)
-        _teardown_quietly()
+        _teardown_quietly()  # also finishes a run started before the failure
         return None
     except BaseException:  # Ctrl-C while W&B starts: leave no W&B process behind
         _teardown_quietly()
         raise
     finally:
         sys.exit, sys.excepthook = saved_hooks
-    return WandbMirror(run, context)
+    hold = config.learner_queue_size + 1 if getattr(config, "learner_thread", False) else 0
+    return WandbMirror(run, context, hold)
 
 
 def _init_run(wandb: Any, config: Any, root_dir: str, context: Any) -> Any:
@@ -133,7 +134,8 @@ def _init_run(wandb: Any, config: Any, root_dir: str, context: Any) -> Any:
     run = wandb.init(project=config.wandb_project, entity=config.wandb_entity,
                      group=config.wandb_group, tags=list(config.wandb_tags or ()) or None,
                      mode=config.wandb_mode, name=os.path.basename(root_dir.rstrip(os.sep)),
-                     id=run_id, resume="allow", config=gin_bindings(),
+                     id=run_id, resume="allow", reinit="create_new",  # leave others' runs
+                     config=gin_bindings(), allow_val_change=True,  # overrides at a resume
                      dir=os.environ.get("WANDB_DIR") or root_dir, settings=settings)
     if run is None or getattr(run, "disabled", False):
         raise RuntimeError("wandb.init gave no run (W&B disabled, e.g. after a login timeout)")
@@ -168,10 +170,10 @@ def _plain(value: Any) -> Any:
 
 
 def _teardown_quietly(exit_code: int = 1) -> None:
-    """Stop W&B's service process, if one was started (nothing to do if wandb was never
-    imported)."""
+    """Stop W&B's service process, if one was started, unless a W&B run of the caller's
+    own (``wandb.run``, e.g. in a notebook) still uses it."""
     wandb = sys.modules.get("wandb")
-    if wandb is None:
+    if wandb is None or getattr(wandb, "run", None) is not None:
         return
     try:
         wandb.teardown(exit_code=exit_code)
@@ -183,18 +185,24 @@ class WandbMirror:
     """Sends the run's scalars to one W&B run, a row per iteration.
 
     W&B has one step per row, and steps may only grow, while TensorBoard keeps a step per
-    tag: the values of one iteration are gathered and sent as one row (committed) when a
-    later iteration's first value arrives, and at :meth:`close`. A value of an iteration
-    already sent (a learner thread's late loss) stays in TensorBoard only (one notice).
-    Thread-safe (a learner thread writes its losses beside the main thread).
+    tag: the values of one iteration are gathered and sent as one row (committed) once a
+    value of an iteration more than ``hold`` later arrives, and at :meth:`close`. A
+    learner thread writes its losses up to ``learner_queue_size + 1`` iterations late, so
+    rows are held that long then; a value of an iteration already sent stays in
+    TensorBoard only (one notice). Thread-safe.
+
+    Args:
+        run: the ``wandb`` run.
+        context: the RunContext (:meth:`~alf.utils.run_context.RunContext.summary_iteration`).
+        hold: iterations a row waits for late values before it is sent.
     """
 
-    def __init__(self, run: Any, context: Any):
+    def __init__(self, run: Any, context: Any, hold: int = 0):
         self._run = run
         self._context = context
+        self._hold = max(0, int(hold))
         self._lock = threading.Lock()
-        self._row: Dict[str, float] = {}
-        self._row_step: Optional[int] = None
+        self._rows: Dict[int, Dict[str, float]] = {}  # iteration -> row not yet sent
         self._sent_step = -1  # the newest step sent to W&B
         self._groups = set()  # `<group>_vs_EnvironmentSteps` with their x axis defined
         self._failed = False
@@ -217,24 +225,27 @@ class WandbMirror:
                 if iteration <= self._sent_step:
                     self._note_late(iteration)
                     return
-                if self._row_step is not None and iteration != self._row_step:
-                    self._send_row(self._run)
-                self._row_step = iteration
-                self._row[tag] = float(value)
+                row = self._rows.setdefault(iteration, {})
+                row[tag] = float(value)
                 if group.endswith(VS_ENV_STEPS):  # its step is the env steps
-                    self._row[ENV_STEPS_METRIC] = int(step)
+                    # the first: a learner thread's late losses count the main thread's
+                    # newer env steps; W&B's one x per row stays the iteration's own
+                    row.setdefault(ENV_STEPS_METRIC, int(step))
                     if group not in self._groups:
                         self._run.define_metric(f"{group}/*", step_metric=ENV_STEPS_METRIC)
                         self._groups.add(group)
+                self._send_rows(self._run, before=max(self._rows) - self._hold)
             except Exception as e:  # noqa: BLE001 - W&B must never stop the training run
                 self._fail("logging", e)
 
-    def _send_row(self, run: Any) -> None:
-        """Send the gathered row (committed: W&B shows it now) and start a new one."""
-        if self._row:
-            run.log(self._row, step=self._row_step, commit=True)
-            self._sent_step = self._row_step
-        self._row, self._row_step = {}, None
+    def _send_rows(self, run: Any, before: Optional[int] = None) -> None:
+        """Send the held rows of iterations before ``before`` (None: all), oldest first,
+        committed (W&B shows them now)."""
+        for step in sorted(self._rows):
+            if before is not None and step >= before:
+                break
+            run.log(self._rows.pop(step), step=step, commit=True)
+            self._sent_step = step
 
     def _note_late(self, iteration: int) -> None:
         if not self._late_noted:
@@ -245,11 +256,11 @@ class WandbMirror:
 
     def _fail(self, what: str, error: BaseException) -> None:
         self._failed = True
-        self._row = {}
+        self._rows.clear()
         _warn(what, error)
 
     def close(self, exit_code: Optional[int] = None) -> None:
-        """Send the last row and finish the W&B run; never raises, and gives up waiting
+        """Send the rows held and finish the W&B run; never raises, and gives up waiting
         after :data:`FINISH_TIMEOUT_S` (+ a margin) with one warning line.
 
         Args:
@@ -264,7 +275,7 @@ class WandbMirror:
             run, self._run = self._run, None
             if not self._failed:
                 try:
-                    self._send_row(run)
+                    self._send_rows(run)
                 except Exception as e:  # noqa: BLE001
                     self._fail("logging", e)
         done = threading.Event()

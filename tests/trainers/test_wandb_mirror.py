@@ -20,7 +20,7 @@ pytest.importorskip("wandb")
 
 from alf.trainers.interrupt_guard import TrainingInterrupted  # noqa: E402
 from alf.trainers.summary_writer import open_summary_writer  # noqa: E402
-from alf.trainers.wandb_mirror import RUN_ID_FILE  # noqa: E402
+from alf.trainers.wandb_mirror import RUN_ID_FILE, WandbMirror  # noqa: E402
 from alf.utils.run_context import RunContext  # noqa: E402
 
 W_PARAMS = ["TrainerConfig.wandb_project='alf-test'", "TrainerConfig.wandb_tags=['tiny']"]
@@ -155,6 +155,7 @@ def test_scalars_config_and_resume_are_mirrored(make_trainer, alf_cli, tmp_path,
     first_again, second = _offline_runs(root)
     assert first_again.rows == first.rows
     assert second.run.run_id == run_id and second.exit_code == 0
+    assert second.config["TrainerConfig.num_iterations"] == 5  # the resume's override
     assert [r["_step"] for r in second.rows] == [4, 5]
     tensorboard = _tensorboard(root)
     mirrored = _as_tensorboard(first.rows + second.rows)
@@ -236,6 +237,51 @@ def test_a_w_and_b_logging_failure_is_one_warning_then_tensorboard_only(
     assert [s for s, _ in _tensorboard(tmp_path / "run")["Metrics/x"]] == [1, 2, 3, 4, 5]
     [recorded] = _offline_runs(tmp_path / "run")
     assert recorded.exit_code == 0  # finished all the same
+
+
+class _RecordingRun:
+    """Stands for a wandb run: records what is logged."""
+
+    def __init__(self):
+        self.logged, self.x_axes, self.exit_code = [], {}, None
+
+    def log(self, row, step=None, commit=None):
+        assert commit is True
+        self.logged.append((step, dict(row)))
+
+    def define_metric(self, name, step_metric=None):
+        self.x_axes[name] = step_metric
+
+    def finish(self, exit_code=None):
+        self.exit_code = exit_code
+
+
+def test_rows_wait_for_a_learner_threads_late_losses(capsys):
+    """A learner thread writes the losses of iteration ``i`` while the main thread is at
+    ``i + 2``: with ``hold=2`` they join their iteration's row; later ones are noted."""
+    run, ctx = _RecordingRun(), RunContext()
+    mirror = ctx.summary_writer = WandbMirror(run, ctx, hold=2)
+    for it in range(1, 6):
+        ctx.begin_iteration()
+        ctx.env_steps = 10 * it
+        ctx.add_scalar("Metrics/r", it)
+        if it > 2:
+            with ctx.pinned_iteration(it - 2, due=True):
+                ctx.add_scalar("Loss/l", -(it - 2))
+    with ctx.pinned_iteration(1, due=True):
+        ctx.add_scalar("Loss/l", 99.0)  # row 1 is sent by now
+    mirror.close()
+    assert [step for step, _ in run.logged] == [1, 2, 3, 4, 5]
+    assert run.logged[0] == (1, {"Metrics/r": 1.0, "Metrics_vs_EnvironmentSteps/r": 1.0,
+                                 "Loss/l": -1.0, "Loss_vs_EnvironmentSteps/l": -1.0,
+                                 "EnvironmentSteps": 10})  # the iteration's own
+    assert [row.get("Loss/l") for _, row in run.logged] == [-1.0, -2.0, -3.0, None, None]
+    assert run.x_axes == {"Metrics_vs_EnvironmentSteps/*": "EnvironmentSteps",
+                          "Loss_vs_EnvironmentSteps/*": "EnvironmentSteps"}
+    assert run.exit_code == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "[alf] note: W&B: summaries of iteration 1 came after iteration 2 was sent (W&B "
+        "steps only go forward); such late values are in TensorBoard only"]
 
 
 _PROBE = """
