@@ -74,6 +74,11 @@ class SummaryWriterGuard:
         self.mirror: Optional[WandbMirror] = None
 
     def __getattr__(self, name: str) -> Any:
+        return self._guarded(name)
+
+    def _guarded(self, name: str) -> Any:
+        """The writer's attribute ``name``; a method raises WriteFailedError for a failed
+        write."""
         attr = getattr(self._writer, name)
         if not callable(attr):
             return attr
@@ -93,7 +98,7 @@ class SummaryWriterGuard:
                    *args: Any, **kwargs: Any) -> None:
         """TensorBoard's ``add_scalar``, then the same value to the W&B mirror (which
         never raises)."""
-        self.__getattr__("add_scalar")(tag, scalar_value, global_step, *args, **kwargs)
+        self._guarded("add_scalar")(tag, scalar_value, global_step, *args, **kwargs)
         if self.mirror is not None:
             self.mirror.add_scalar(tag, float(scalar_value), int(global_step or 0))
 
