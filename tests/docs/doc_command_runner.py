@@ -12,6 +12,9 @@ What the runner changes, and nothing else:
   for bundled examples with big envs or buffers the :data:`TINY` settings;
   ``--list_*``/``--describe``/``--help`` and commands whose doc output is an
   error run as written;
+- ``alf.bin.sweep`` / ``alf.bin.pbt``: every run they start gets :data:`STUDY_SHORT`
+  (2 iterations of PPO CartPole, evaluating at the last); PBT members train
+  ``--num_env_steps=1024`` in ``--interval=512`` segments;
 - ``alf.bin.play`` gets ``--max_episode_steps=200``; ``alf.bin.export_dataset`` in
   collect mode ``--collect_steps=200`` and, with ``--checkpoint``, the newest
   iteration the shortened run reached;
@@ -46,6 +49,9 @@ FORK = os.environ.get("ALF_DOC_COMMANDS_FORK", "1") != "0"
 INFO_FLAGS = ("--list_examples", "--list_configurables", "--describe", "--help", "--helpfull")
 SHORT = ["TrainerConfig.num_env_steps=0", "TrainerConfig.evaluate=False",
          "TrainerConfig.num_updates_per_train_iter=1"]
+#: what each run of a sweep or PBT member gets: 2 iterations, evaluated at the last
+STUDY_SHORT = ["TrainerConfig.num_env_steps=512", "TrainerConfig.eval_interval=1000",
+               "TrainerConfig.num_eval_episodes=1", "TrainerConfig.num_updates_per_train_iter=1"]
 _TWO_ENVS = ["create_environment.num_parallel_environments=2"]
 _SMALL_REPLAY = ["TrainerConfig.replay_buffer_length=1000", "TrainerConfig.mini_batch_size=16"]
 #: extra settings per bundled example, so that 2 iterations take seconds
@@ -175,6 +181,11 @@ class FileRun:
                         + TINY.get(self.conf_of.get(root, ""), []))
             for b in bindings:
                 extra += ["--conf_param", b]
+        elif part.kind in ("sweep", "pbt") and not info:
+            for b in STUDY_SHORT[part.kind == "pbt":]:  # PBT sets num_env_steps itself
+                extra += ["--conf_param", b]
+            if part.kind == "pbt":
+                extra += ["--num_env_steps=1024", "--interval=512"]
         elif part.kind == "play":
             extra.append("--max_episode_steps=200")
         elif part.kind == "export" and _flag(argv, "collect_steps") is not None:
@@ -267,6 +278,10 @@ class FileRun:
                 result.problems.append(f"no checkpoint in {train_dir}")
         elif part.kind == "export":
             wanted.append(os.path.join(self.workdir, _flag(argv, "out"), "alf_dataset.json"))
+        elif part.kind in ("sweep", "pbt") and not info:
+            study = os.path.join(self.workdir, _flag(argv, "study_dir"))
+            wanted.append(os.path.join(study, "results.md" if part.kind == "sweep" else
+                                       "lineage.csv"))
         elif part.kind == "play" and _flag(argv, "record_video"):
             wanted.append(os.path.join(self.workdir, _flag(argv, "record_video")))
         for path in wanted:
