@@ -142,3 +142,48 @@ def test_sweep_command_errors_are_one_line_exit_2(tmp_path, args, message):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "alf.bin.sweep: error:" in lines[0]
     assert not (tmp_path / "study" / "runs").exists()
+
+
+class _FakeRun:
+    """A run process that has written ``eval.csv`` rows and stops when asked."""
+
+    def __init__(self, run_dir):
+        self.run_dir, self.log_path, self.pid = str(run_dir), str(run_dir / "train.log"), 1
+        self.stop_requested = False
+
+    def poll(self):
+        return 130 if self.stop_requested else None
+
+    def request_stop(self, signum=None):
+        self.stop_requested = True
+
+    def log_tail(self):
+        return ""
+
+
+def test_a_run_behind_the_median_is_pruned_at_equal_env_steps(tmp_path):
+    from alf.studies.sweep import _Active
+    space = SearchSpace.parse(["Adam.lr=loguniform(1e-4, 1e-2)"], [0])
+    settings = SweepSettings("ppo_cart_pole.gin", space, Objective.parse("final"),
+                             sampler="random", n_trials=6, prune=True)
+    study = store.load_study(optuna.storages.InMemoryStorage(), "s", settings.spec(),
+                             "maximize", settings.make_sampler(), settings.make_pruner())
+    sweep = Sweep(settings, study, str(tmp_path), lambda text: None)
+    for score in (100.0, 120.0, 140.0, 160.0):  # finished runs: eval 1000 at 2,048 steps
+        trial, _ = sweep._next_trial()
+        trial.report(score / 10, 1024)
+        trial.report(score, 2048)
+        study.tell(trial, score)
+    trial, _ = sweep._next_trial()
+    run_dir = tmp_path / "lagging"
+    run_dir.mkdir()
+    (run_dir / "eval.csv").write_text(
+        "iteration,env_steps,wall_time_s,eval_return,eval_return_std,eval_return_min,"
+        "eval_return_max,eval_episode_length,eval_episodes\n"
+        "4,1024,1.0,50.0,0,50,50,50,1\n8,2048,2.0,20.0,0,20,20,20,1\n")
+    fake = _FakeRun(run_dir)
+    active = _Active(trial, trial.user_attrs["key"], fake, 0)
+    assert sweep._check(active) is True  # reported, pruned (stop asked), ended
+    assert fake.stop_requested and active.reported == 2
+    assert study.trials[-1].state == TrialState.PRUNED
+    assert study.trials[-1].intermediate_values == {1024: 50.0, 2048: 20.0}
