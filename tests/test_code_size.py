@@ -13,7 +13,7 @@ ALF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 # (file relative to alf/, function) -> why it may be longer than 80 lines
 LONG_FUNCTIONS_ALLOWED = {
     ("trainers/trainer_config.py", "__init__"):
-        "the gin signature of 54 documented fields and one assignment per field",
+        "the gin signature of its documented fields (60) and one assignment per field",
 }
 
 
