@@ -22,13 +22,15 @@ from optuna.trial import TrialState
 
 from alf.studies import study_store as store
 from alf.studies.objective import Objective
+from alf.studies.run_data import read_rows
 from alf.studies.run_process import RunProcess, cpu_slots
 from alf.studies.search_space import Param, SearchSpace, run_key
 from alf.trainers.interrupt_guard import Terminated
+from alf.trainers.progress_log import PROGRESS_FILE
 
 SAMPLERS = ("grid", "random", "tpe")
 POLL_S = 1.0
-STATUS_EVERY_S = 30.0
+STATUS_EVERY_S = 60.0
 
 
 @dataclass
@@ -282,7 +284,11 @@ class Sweep:
             return
         self._last_status = time.monotonic()
         done = len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-        parts = [f"{a.key} {a.reported} eval(s)" for a in self._active.values()]
+        parts = []
+        for a in self._active.values():
+            rows = read_rows(os.path.join(a.process.run_dir, PROGRESS_FILE))
+            steps = f"{int(rows[-1]['env_steps']):,} env steps" if rows else "starting"
+            parts.append(f"{a.key} {steps}")
         self._say(f"[sweep] {done} run(s) complete; running: {'; '.join(parts)}")
 
     def _stop_all(self) -> None:
