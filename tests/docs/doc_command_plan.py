@@ -42,12 +42,12 @@ NOT_RUN: List[Tuple[str, str]] = [
 #: alf's commands: module -> kind
 ALF_MODULES = {"alf.bin.train": "train", "alf.bin.play": "play",
                "alf.bin.export_dataset": "export", "alf.bin.minari_dataset": "minari",
-               "alf.bin.sweep": "sweep", "alf.bin.pbt": "pbt"}
+               "alf.bin.sweep": "sweep", "alf.bin.pbt": "pbt", "alf.bin.compare": "compare"}
 #: console scripts (setup.py entry_points) -> module
 CONSOLE_SCRIPTS = {"alf-train": "alf.bin.train", "alf-play": "alf.bin.play",
                    "alf-export-dataset": "alf.bin.export_dataset",
                    "alf-minari": "alf.bin.minari_dataset", "alf-sweep": "alf.bin.sweep",
-                   "alf-pbt": "alf.bin.pbt"}
+                   "alf-pbt": "alf.bin.pbt", "alf-compare": "alf.bin.compare"}
 
 
 @dataclasses.dataclass
@@ -59,8 +59,8 @@ class Part:
         argv: its words, as the shell would pass them (quotes removed, comments dropped,
             a ``[--optional thing]`` of the doc included without its brackets).
         action: ``"run"``, ``"pip"``, ``"not_run"`` or ``"unknown"``.
-        kind: for ``"run"``: ``"train"``, ``"play"``, ``"export"``, ``"minari"``, ``"sweep"``
-            or ``"pbt"``.
+        kind: for ``"run"``: ``"train"``, ``"play"``, ``"export"``, ``"minari"``, ``"sweep"``,
+            ``"pbt"`` or ``"compare"``.
         module: the alf module it runs (``"run"`` only).
         reason: why it is not run (``"not_run"``) or what is wrong (``"unknown"``).
     """

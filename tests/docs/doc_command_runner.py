@@ -15,6 +15,8 @@ What the runner changes, and nothing else:
 - ``alf.bin.sweep`` / ``alf.bin.pbt``: every run they start gets :data:`STUDY_SHORT`
   (2 iterations of PPO CartPole, evaluating at the last); PBT members train
   ``--num_env_steps=1024`` in ``--interval=512`` segments;
+- ``alf.bin.compare``: each ``--group`` glob that matches nothing gets synthetic runs
+  first (``doc_synthetic_runs.py``), unless the doc shows the command failing;
 - ``alf.bin.play`` gets ``--max_episode_steps=200``; ``alf.bin.export_dataset`` in
   collect mode ``--collect_steps=200`` and, with ``--checkpoint``, the newest
   iteration the shortened run reached;
@@ -43,6 +45,7 @@ from typing import Dict, List, Optional, Tuple
 from doc_command_parser import DocCommand, fenced_files
 from doc_command_plan import Part, plan
 from doc_fork_client import ForkServer
+from doc_synthetic_runs import make_runs
 
 COMMAND_TIMEOUT_S = 240
 FORK = os.environ.get("ALF_DOC_COMMANDS_FORK", "1") != "0"
@@ -186,6 +189,8 @@ class FileRun:
                 extra += ["--conf_param", b]
             if part.kind == "pbt":
                 extra += ["--num_env_steps=1024", "--interval=512"]
+        elif part.kind == "compare" and not info and expected == 0:
+            make_runs(self.workdir, argv)
         elif part.kind == "play":
             extra.append("--max_episode_steps=200")
         elif part.kind == "export" and _flag(argv, "collect_steps") is not None:
@@ -282,6 +287,10 @@ class FileRun:
             study = os.path.join(self.workdir, _flag(argv, "study_dir"))
             wanted.append(os.path.join(study, "results.md" if part.kind == "sweep" else
                                        "lineage.csv"))
+        elif part.kind == "compare" and _flag(argv, "out_dir") and not info:
+            wanted += [os.path.join(self.workdir, _flag(argv, "out_dir"), name) for name in
+                       ("compare.md", "compare.json", "curves.png", "profile.png",
+                        "aggregates.png")]
         elif part.kind == "play" and _flag(argv, "record_video"):
             wanted.append(os.path.join(self.workdir, _flag(argv, "record_video")))
         for path in wanted:
