@@ -39,10 +39,12 @@ ALF_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _START = re.compile(r"^start-(\d+)\.json$")
 
 
+def _print_warning(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def record_start(root_dir: str, config_text: str,
-                 notice: Callable[[str], None] = lambda text: print(text, file=sys.stderr,
-                                                                     flush=True)
-                 ) -> Optional[str]:
+                 notice: Callable[[str], None] = _print_warning) -> Optional[str]:
     """Write this start's record into ``root_dir/run_info/``; returns its path, or None
     when it could not be written (after one warning line through ``notice``).
 

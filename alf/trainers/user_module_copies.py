@@ -119,6 +119,8 @@ def _placement(name: str, module: Any) -> Optional[Tuple[str, str, str]]:
 
 def _files_under(roots: Set[str]) -> List[Tuple[str, str, str]]:
     """``(module, file, relative path)`` of every loaded user module under ``roots``."""
+    if not roots:
+        return []
     found = {}
     for name, module in list(sys.modules.items()):
         placed = _placement(name, module)
