@@ -36,6 +36,7 @@ import numpy as np
 
 from alf.studies.run_data import Curve, METRICS, read_rows
 from alf.trainers.progress_log import EVAL_FILE, HEADER, PROGRESS_FILE
+from alf.trainers.trainer import CONFIG_FILE
 
 ALF, SB3 = "alf", "sb3"
 EPISODE_WINDOW = 20
@@ -48,10 +49,12 @@ SB3_EVAL_RETURN = "eval/mean_reward"
 
 
 def log_format(run_dir: str) -> Optional[str]:
-    """``"alf"`` (an alf run: ``eval.csv``, or ``progress.csv`` with alf's columns),
-    ``"sb3"`` (monitor files, ``evaluations.npz`` or SB3's ``progress.csv``), or None."""
+    """``"alf"`` (an alf run: ``eval.csv``, ``config.gin`` or ``progress.csv`` with alf's
+    columns), ``"sb3"`` (monitor files, ``evaluations.npz`` or SB3's ``progress.csv``), or
+    None."""
     header = _header(os.path.join(run_dir, PROGRESS_FILE))
-    if header[:2] == HEADER[:2] or os.path.isfile(os.path.join(run_dir, EVAL_FILE)):
+    if header[:2] == HEADER[:2] or any(os.path.isfile(os.path.join(run_dir, f))
+                                       for f in (EVAL_FILE, CONFIG_FILE)):
         return ALF
     if (SB3_STEPS in header or _monitor_files(run_dir)
             or os.path.isfile(os.path.join(run_dir, EVALUATIONS_FILE))):

@@ -105,6 +105,8 @@ def test_groups_read_alf_and_sb3_runs_and_tell_them_apart(tmp_path):
     os.makedirs(tmp_path / "empty")
     assert log_format(str(tmp_path / "alf_0")) == "alf"
     assert log_format(str(tmp_path / "empty")) is None
+    (tmp_path / "empty" / "config.gin").write_text("")  # an alf run that has just started
+    assert log_format(str(tmp_path / "empty")) == "alf"
     group = load_group("both", str(tmp_path / "*_0"), "eval_return")
     assert group.formats == ["alf", "sb3"]
     np.testing.assert_allclose(group.curves[0].values, [1.0, 2.0])
@@ -151,6 +153,9 @@ def two_groups(tmp_path, monkeypatch):
         _write_alf_run(f"runs/fast_seed{i}", steps, c * steps / 100)
     for i, v in enumerate([40.0, 50.0, 60.0]):
         _write_sb3_run(f"runs/flat_{i}", list(range(2000, 12001, 2000)), [v] * 6)
+    os.makedirs("runs/noclock_0")  # SB3 evaluations alone: env steps, no wall clock
+    np.savez("runs/noclock_0/evaluations.npz", timesteps=np.array([1000, 2000]),
+             results=np.ones((2, 1)), ep_lengths=np.ones((2, 1), dtype=np.int64))
     return tmp_path
 
 
@@ -213,6 +218,10 @@ def test_compare_on_wall_time_with_a_mean(two_groups, capsys):
     (["--group", "fast=runs/fast_seed*", "--metric", "train_return"],
      ["runs/fast_seed0 (group fast) has no train_return point yet"]),
     (["--group", "fast"], ["--group 'fast': give NAME=GLOB"]),
+    (["--group", "nc=runs/noclock_*", "--x", "wall_time"],
+     ["runs/noclock_0 (group nc) has no wall-clock times", "--x env_steps"]),
+    (["--group", "fast=runs/fast_seed*", "--aggregate", "trimmed"],
+     ["--aggregate 'trimmed' is not one of iqm, mean, median"]),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(two_groups, capsys, args, words):
     status, out, err = _run(capsys, *args)
