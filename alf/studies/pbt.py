@@ -32,7 +32,7 @@ from alf.studies import study_store as store
 from alf.studies.objective import Objective
 from alf.studies.pbt_checkpoints import copy_checkpoint
 from alf.studies.run_data import read_curve, read_rows
-from alf.studies.run_process import RunProcess, cpu_slots
+from alf.studies.run_process import STOPPED_STATUSES, RunProcess, cpu_slots
 from alf.studies.search_space import SEED_PARAM, SearchSpace
 from alf.trainers.interrupt_guard import Terminated
 from alf.trainers.progress_log import PROGRESS_FILE
@@ -197,7 +197,7 @@ class Population:
     def _finish_segment(self, trial: optuna.Trial, process: RunProcess, status: int) -> None:
         a = trial.user_attrs
         name = f"gen {a['gen']} m{a['member']}"
-        if status in (130, 143, -signal.SIGKILL):
+        if status in STOPPED_STATUSES:
             store.end_trial(self.study, trial._trial_id, trial.number, "interrupted")
             store.enqueue_run(self.study, {}, a)
             self._say(f"[pbt] {name}: stopped with its checkpoint; rerun to continue")

@@ -23,6 +23,10 @@ from typing import List, Optional, Sequence
 from alf.utils.cpu_budget import usable_cpus
 
 PR_SET_PDEATHSIG = 1
+# exit statuses of a run that was stopped, not one that failed: alf's own (130 Ctrl-C, 143
+# SIGTERM, each after a checkpoint), or the signal itself when it arrived before alf
+# installed its handlers (still importing), or a kill after a stop timed out
+STOPPED_STATUSES = (130, 143, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL)
 STOP_TIMEOUT_S = 120.0  # a run stops at its next iteration boundary, then saves
 
 

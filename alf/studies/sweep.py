@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from alf.studies import study_store as store
 from alf.studies.objective import Objective
 from alf.studies.run_data import read_rows
-from alf.studies.run_process import RunProcess, cpu_slots
+from alf.studies.run_process import STOPPED_STATUSES, RunProcess, cpu_slots
 from alf.studies.search_space import Param, SearchSpace, run_key
 from alf.trainers.interrupt_guard import Terminated
 from alf.trainers.progress_log import PROGRESS_FILE
@@ -218,10 +218,10 @@ class Sweep:
     def _finish(self, active: _Active, status: int) -> None:
         trial, key, study = active.trial, active.key, self.study
         objective = self.settings.objective
-        if active.pruning and status in (0, 130):
+        if active.pruning and (status == 0 or status in STOPPED_STATUSES):
             study.tell(trial, state=TrialState.PRUNED)
             return
-        if status in (130, 143):  # stopped (by us at Ctrl-C, or by a signal to the run)
+        if status in STOPPED_STATUSES:  # stopped (by us at Ctrl-C, or by a signal to the run)
             store.end_trial(study, trial._trial_id, trial.number, "interrupted")
             store.enqueue_run(study, dict(trial.params), trial.user_attrs)
             self._say(f"[sweep] trial {trial.number}: {key} stopped with its checkpoint; "
@@ -301,5 +301,5 @@ class Sweep:
             if status == -signal.SIGKILL:
                 self._say(f"[sweep] {active.key} (pid {active.process.pid}) did not stop "
                           "in time: killed; it resumes from its last checkpoint")
-            self._finish(active, 130 if status == -signal.SIGKILL else status)
+            self._finish(active, status)
             del self._active[slot]

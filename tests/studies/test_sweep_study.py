@@ -187,3 +187,15 @@ def test_a_run_behind_the_median_is_pruned_at_equal_env_steps(tmp_path):
     assert fake.stop_requested and active.reported == 2
     assert study.trials[-1].state == TrialState.PRUNED
     assert study.trials[-1].intermediate_values == {1024: 50.0, 2048: 20.0}
+
+
+@pytest.mark.parametrize("status", [130, 143, -2, -15, -9])
+def test_a_run_stopped_by_a_signal_is_enqueued_again_not_failed(tmp_path, status):
+    from alf.studies.sweep import _Active
+    sweep = _sweep(tmp_path, n_trials=1, seeds=(0,))
+    trial, _ = sweep._next_trial()
+    (tmp_path / "r").mkdir()
+    sweep._finish(_Active(trial, trial.user_attrs["key"], _FakeRun(tmp_path / "r"), 0), status)
+    first, again = sweep.study.get_trials()
+    assert first.state == TrialState.FAIL and first.user_attrs["ended"] == "interrupted"
+    assert again.state == TrialState.WAITING and again.user_attrs["key"] == first.user_attrs["key"]
