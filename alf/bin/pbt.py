@@ -102,11 +102,10 @@ def settings_from_flags() -> PbtSettings:
 def _main() -> int:
     settings = settings_from_flags()
     study_dir = os.path.abspath(os.path.expanduser(FLAGS.study_dir))
-    name = store.check_storage_name(FLAGS.study_name or os.path.basename(study_dir))
-    storage = store.open_storage(study_dir, FLAGS.storage)
     # segments are enqueued with their values: the sampler and pruner are never asked
-    study = store.load_study(storage, name, settings.spec(), "maximize",
-                             optuna.samplers.RandomSampler(), optuna.pruners.NopPruner())
+    name, study = store.open_study(study_dir, FLAGS.storage, FLAGS.study_name, settings.spec(),
+                                   "maximize", optuna.samplers.RandomSampler(),
+                                   optuna.pruners.NopPruner())
     population = Population(settings, study, study_dir, _say)
     if population.enqueue_start():
         _say(f"[pbt] {name}: {settings.population} members, {settings.generations} "

@@ -100,10 +100,9 @@ def _main() -> int:
     settings = settings_from_flags()
     check_runs_can_start(settings.conf, settings.conf_params, settings.space)
     study_dir = os.path.abspath(os.path.expanduser(FLAGS.study_dir))
-    name = store.check_storage_name(FLAGS.study_name or os.path.basename(study_dir))
-    storage = store.open_storage(study_dir, FLAGS.storage)
-    study = store.load_study(storage, name, settings.spec(), settings.objective.direction,
-                             settings.make_sampler(), settings.make_pruner())
+    name, study = store.open_study(study_dir, FLAGS.storage, FLAGS.study_name, settings.spec(),
+                                   settings.objective.direction, settings.make_sampler(),
+                                   settings.make_pruner())
     sweep = Sweep(settings, study, study_dir, _say)
     added = sweep.enqueue_missing()
     if added:

@@ -34,7 +34,7 @@ from alf.studies.pbt_checkpoints import copy_checkpoint
 from alf.studies.run_data import read_curve, read_rows
 from alf.studies.run_process import STOPPED_STATUSES, RunProcess, cpu_slots
 from alf.studies.search_space import SEED_PARAM, SearchSpace
-from alf.trainers.interrupt_guard import Terminated
+from alf.studies.stop_request import StopRequest
 from alf.trainers.progress_log import PROGRESS_FILE
 
 POLL_S = 1.0
@@ -120,7 +120,7 @@ class Population:
         self._slots = cpu_slots(settings.parallel)
         self._active: Dict[int, Tuple[optuna.Trial, RunProcess]] = {}
         self._deciding: List[optuna.Trial] = []
-        self._stop_signal: Optional[int] = None
+        self._stop = StopRequest(say, "")
         self._last_recover = 0.0
 
     # ----- the study's trials
@@ -157,12 +157,8 @@ class Population:
             if "key" not in trial.user_attrs:  # another process took the last one
                 store.end_trial(self.study, trial._trial_id, trial.number, "unused")
                 return None
-            if store.is_duplicate(self.study, trial):
-                store.end_trial(self.study, trial._trial_id, trial.number, "duplicate")
-                continue
-            trial.set_user_attr("owner", store.owner_attr())
-            trial.set_user_attr("heartbeat", time.time())
-            return trial
+            if store.claim(self.study, trial):
+                return trial
         return None
 
     # ----- segments
@@ -261,21 +257,14 @@ class Population:
     def run(self) -> None:
         """Until the population's last decision is made; Ctrl-C / SIGTERM stop the running
         segments with checkpoints, then raise KeyboardInterrupt / Terminated."""
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            while self._stop_signal is None and not (self.finished() and not self._active):
-                self._step()
-        finally:
-            self._stop_all()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-        if self._stop_signal is not None:
-            raise KeyboardInterrupt if self._stop_signal == signal.SIGINT else Terminated
-
-    def _on_signal(self, signum: int, frame: Any) -> None:  # noqa: ARG002 - signal API
-        if self._stop_signal is None:
-            self._stop_signal = signum
-            self._say("[pbt] stopping: each running member saves a checkpoint first")
+        with StopRequest(self._say, "[pbt] stopping: each running member saves a checkpoint "
+                         "first") as self._stop:
+            try:
+                while not self._stop.requested and not (self.finished() and not self._active):
+                    self._step()
+            finally:
+                self._stop_all()
+        self._stop.raise_if_stopped()
 
     def _step(self) -> None:
         if time.monotonic() - self._last_recover > RECOVER_EVERY_S:
@@ -300,7 +289,7 @@ class Population:
 
     def _stop_all(self) -> None:
         for _, process in self._active.values():
-            process.request_stop(self._stop_signal or signal.SIGINT)
+            process.request_stop(self._stop.signum or signal.SIGINT)
         for slot, (trial, process) in list(self._active.items()):
             status = process.wait_stopped()
             self._finish_segment(trial, process, status)

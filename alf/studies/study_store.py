@@ -130,6 +130,29 @@ def is_duplicate(study: optuna.Study, trial: optuna.Trial) -> bool:
     return False
 
 
+def claim(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """Make a taken trial this process's (owner, first heartbeat), unless it duplicates
+    another trial of the same run (then it is ended as ``duplicate``; False)."""
+    if is_duplicate(study, trial):
+        end_trial(study, trial._trial_id, trial.number, "duplicate")  # pylint: disable=protected-access
+        return False
+    trial.set_user_attr("owner", owner_attr())
+    trial.set_user_attr("heartbeat", time.time())
+    return True
+
+
+def open_study(study_dir: str, storage_url: Optional[str], name: Optional[str],
+               spec: Dict[str, Any], direction: str,
+               sampler: optuna.samplers.BaseSampler,
+               pruner: optuna.pruners.BasePruner) -> "tuple[str, optuna.Study]":
+    """``(name, study)``: the study named ``name`` (default: ``study_dir``'s name) in
+    ``storage_url`` or the journal of ``study_dir``, created or checked against ``spec``
+    (:func:`load_study`)."""
+    name = check_storage_name(name or os.path.basename(study_dir))
+    storage = open_storage(study_dir, storage_url)
+    return name, load_study(storage, name, spec, direction, sampler, pruner)
+
+
 def end_trial(study: optuna.Study, trial_id: int, number: int, reason: str) -> None:
     """Mark a RUNNING trial failed for ``reason`` (one of :data:`END_REASONS`), so it is
     neither a result nor run again itself (a re-enqueued trial takes over)."""

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import optuna
 from optuna.trial import TrialState
@@ -25,7 +25,7 @@ from alf.studies.objective import Objective
 from alf.studies.run_data import read_rows
 from alf.studies.run_process import STOPPED_STATUSES, RunProcess, cpu_slots
 from alf.studies.search_space import Param, SearchSpace, run_key
-from alf.trainers.interrupt_guard import Terminated
+from alf.studies.stop_request import StopRequest
 from alf.trainers.progress_log import PROGRESS_FILE
 
 SAMPLERS = ("grid", "random", "tpe")
@@ -118,7 +118,7 @@ class Sweep:
         self._say = say
         self._slots = cpu_slots(settings.parallel)
         self._active: Dict[int, _Active] = {}
-        self._stop_signal: Optional[int] = None
+        self._stop = StopRequest(say, "")
         self._last_status = time.monotonic()
 
     # ----- what to run
@@ -171,12 +171,8 @@ class Sweep:
                     trial.set_user_attr(key, value)
                 for seed in seeds[1:]:  # the same configuration once per seed
                     store.enqueue_run(self.study, values, self._attrs(config, seed))
-            elif store.is_duplicate(self.study, trial):
-                store.end_trial(self.study, trial._trial_id, trial.number, "duplicate")
-                continue
-            trial.set_user_attr("owner", store.owner_attr())
-            trial.set_user_attr("heartbeat", time.time())
-            return trial, values
+            if store.claim(self.study, trial):  # else a duplicate, dropped
+                return trial, values
         return None
 
     # ----- running
@@ -244,26 +240,19 @@ class Sweep:
     def run(self) -> None:
         """Run until this process finds no run left; Ctrl-C / SIGTERM stop every run with
         a checkpoint, then raise KeyboardInterrupt / Terminated."""
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self._loop()
-        finally:
-            self._stop_all()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-        if self._stop_signal is not None:
-            raise KeyboardInterrupt if self._stop_signal == signal.SIGINT else Terminated
-
-    def _on_signal(self, signum: int, frame: Any) -> None:  # noqa: ARG002 - signal API
-        if self._stop_signal is None:
-            self._stop_signal = signum
-            self._say("[sweep] stopping: each running run saves a checkpoint first")
+        with StopRequest(self._say, "[sweep] stopping: each running run saves a checkpoint "
+                         "first") as self._stop:
+            try:
+                self._loop()
+            finally:
+                self._stop_all()
+        self._stop.raise_if_stopped()
 
     def _loop(self) -> None:
         exhausted = False
-        while self._stop_signal is None:
+        while not self._stop.requested:
             for slot in [s for s in range(len(self._slots)) if s not in self._active]:
-                if exhausted or self._stop_signal is not None:
+                if exhausted or self._stop.requested:
                     break
                 taken = self._next_trial()
                 if taken is None:
@@ -295,7 +284,7 @@ class Sweep:
         """Stop every run this process started (each saves a checkpoint; one that does
         not stop in time is killed, named) and end their trials as interrupted."""
         for active in self._active.values():
-            active.process.request_stop(self._stop_signal or signal.SIGINT)
+            active.process.request_stop(self._stop.signum or signal.SIGINT)
         for slot, active in list(self._active.items()):
             status = active.process.wait_stopped()
             if status == -signal.SIGKILL:
