@@ -8,7 +8,8 @@ makes a generation's decision (again, after a crash) makes the same one.
   ``(k + 0.5) / N`` of the range, log-scaled for log ranges, ``k`` a seeded permutation
   per parameter so two parameters are not correlated); a list is dealt round-robin.
 - **exploit** (truncation selection): the bottom ``quantile`` of the members by score take
-  the checkpoint and hyper-parameters of a member drawn from the top ``quantile``.
+  the checkpoint and hyper-parameters of a member drawn from the top ``quantile``, unless
+  they score as well as it (a tie, e.g. every member at the maximum return, gains nothing).
 - **explore**: each of the copied hyper-parameters is resampled from its space with
   probability ``resample_probability``, else multiplied by 0.8 or 1.2 (clipped to a
   range; a list value moves to a neighbouring element).
@@ -105,6 +106,9 @@ def decide(scores: Sequence[Optional[float]], hparams: Sequence[Dict[str, str]],
             decisions.append(Decision(i, i, dict(hparams[i]), "kept"))
             continue
         parent = int(top[int(rng.integers(len(top)))])
+        if scores[i] is not None and scores[i] >= scores[parent]:  # a tie (e.g. all at the
+            decisions.append(Decision(i, i, dict(hparams[i]), "kept"))  # maximum): no gain
+            continue
         explored = {name: perturb(by_name[name], text, rng, resample_probability)
                     for name, text in hparams[parent].items()}
         decisions.append(Decision(i, parent, explored, f"exploit m{parent} + explore"))

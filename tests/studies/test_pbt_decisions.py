@@ -35,6 +35,8 @@ def test_bottom_quantile_copies_a_top_member_and_explores():
         (0, 0, "kept"), (1, 1, "kept"), (2, 1, "exploit m1 + explore"), (3, 3, "kept")]
     assert float(decisions[2].hparams["Adam.lr"]) in (pytest.approx(0.0016), pytest.approx(0.0024))
     assert decisions[0].hparams == hparams[0]
+    tied = pop.decide([500.0] * 4, hparams, [lr], rng, 0.25, 0.0)
+    assert all(d.event == "kept" for d in tied)  # nothing to gain from a tie
     baseline = pop.decide([1.0, 4.0, 3.0, 2.0], hparams, [lr], rng, 0.25, 0.0, exploit=False)
     assert all(d.event == "kept" for d in baseline)
     # the same scores and seed give the same decisions in any process
