@@ -27,7 +27,8 @@ class ConfigResult:
         scores: seed -> score of its complete runs.
         pruned: seeds whose run was pruned.
         failed: seeds whose run failed.
-        running: seeds running or waiting.
+        running: seeds running now.
+        waiting: seeds enqueued, not started (or stopped, to be resumed).
     """
     config: str
     params: Dict[str, object]
@@ -35,6 +36,7 @@ class ConfigResult:
     pruned: List[int] = field(default_factory=list)
     failed: List[int] = field(default_factory=list)
     running: List[int] = field(default_factory=list)
+    waiting: List[int] = field(default_factory=list)
 
     @property
     def mean(self) -> float:
@@ -63,6 +65,8 @@ def collect(study: optuna.Study) -> List[ConfigResult]:
             row.pruned.append(seed)
         elif t.state == TrialState.FAIL:
             row.failed.append(seed)
+        elif t.state == TrialState.WAITING:
+            row.waiting.append(seed)
         else:
             row.running.append(seed)
     return list(results.values())
@@ -84,7 +88,8 @@ def markdown(rows: List[ConfigResult], objective_name: str, direction: str) -> s
             f"{r.mean:,.4g}" if r.scores else "–")
         per_seed = ", ".join(f"{s}: {v:,.4g}" for s, v in sorted(r.scores.items())) or "–"
         other = ", ".join(f"{what} {sorted(seeds)}" for what, seeds in (
-            ("pruned", r.pruned), ("failed", r.failed), ("running", r.running)) if seeds) or "–"
+            ("pruned", r.pruned), ("failed", r.failed), ("running", r.running),
+            ("waiting", r.waiting)) if seeds) or "–"
         cells = [str(i)] + [str(r.params.get(n, "")) for n in names] + [score, per_seed, other]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -104,7 +109,8 @@ def write(study_dir: str, study: optuna.Study, objective_name: str) -> str:
     for r in rows:
         for seed, value in sorted(r.scores.items()):
             writer.writerow([r.config] + [r.params.get(n) for n in names] + [seed, "complete", value])
-        for what, seeds in (("pruned", r.pruned), ("failed", r.failed), ("running", r.running)):
+        for what, seeds in (("pruned", r.pruned), ("failed", r.failed), ("running", r.running),
+                            ("waiting", r.waiting)):
             for seed in seeds:
                 writer.writerow([r.config] + [r.params.get(n) for n in names] + [seed, what, ""])
     atomic_write_text(os.path.join(study_dir, "results.csv"), out.getvalue())
