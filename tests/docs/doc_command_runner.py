@@ -13,8 +13,9 @@ What the runner changes, and nothing else:
   ``--list_*``/``--describe``/``--help`` and commands whose doc output is an
   error run as written;
 - ``alf.bin.sweep`` / ``alf.bin.pbt``: every run they start gets :data:`STUDY_SHORT`
-  (2 iterations of PPO CartPole, evaluating at the last); PBT members train
-  ``--num_env_steps=1024`` in ``--interval=512`` segments;
+  (2 iterations of PPO CartPole, evaluating at the last); a sweep runs each
+  configuration with its first seed only; PBT members train ``--num_env_steps=1024``
+  in ``--interval=512`` segments;
 - ``alf.bin.compare``: each ``--group`` glob that matches nothing gets synthetic runs
   first (``doc_synthetic_runs.py``), unless the doc shows the command failing;
 - ``alf.bin.play`` gets ``--max_episode_steps=200``; ``alf.bin.export_dataset`` in
@@ -189,6 +190,8 @@ class FileRun:
                 extra += ["--conf_param", b]
             if part.kind == "pbt":
                 extra += ["--num_env_steps=1024", "--interval=512"]
+            elif _flag(argv, "seeds"):  # every configuration once: its first seed
+                extra.append(f"--seeds={_flag(argv, 'seeds').split(',')[0]}")
         elif part.kind == "compare" and not info and expected == 0:
             make_runs(self.workdir, argv)
         elif part.kind == "play":
