@@ -38,7 +38,7 @@ from alf.studies.stop_request import StopRequest
 from alf.trainers.progress_log import PROGRESS_FILE
 
 POLL_S = 1.0
-RECOVER_EVERY_S = 60.0
+RECOVER_EVERY_S = store.HEARTBEAT_S  # also how often running trials' heartbeats are written
 
 
 @dataclass
@@ -269,6 +269,9 @@ class Population:
     def _step(self) -> None:
         if time.monotonic() - self._last_recover > RECOVER_EVERY_S:
             self._last_recover = time.monotonic()
+            # this process is alive: its trials' heartbeats (what other hosts judge by)
+            for trial in [t for t, _ in self._active.values()] + self._deciding:
+                trial.set_user_attr("heartbeat", time.time())
             for key in store.recover_stale(self.study):
                 self._say(f"[pbt] {key}: its process is gone; enqueued again")
         for slot in [s for s in range(len(self._slots)) if s not in self._active]:
@@ -292,6 +295,9 @@ class Population:
             process.request_stop(self._stop.signum or signal.SIGINT)
         for slot, (trial, process) in list(self._active.items()):
             status = process.wait_stopped()
+            if status == -signal.SIGKILL:
+                self._say(f"[pbt] {trial.user_attrs['key']} (pid {process.pid}) did not stop "
+                          "in time: killed; it resumes from its last checkpoint")
             self._finish_segment(trial, process, status)
             del self._active[slot]
         for trial in self._deciding:  # another process (or a rerun) decides

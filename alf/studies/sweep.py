@@ -120,6 +120,7 @@ class Sweep:
         self._active: Dict[int, _Active] = {}
         self._stop = StopRequest(say, "")
         self._last_status = time.monotonic()
+        self._last_recover = time.monotonic()  # enqueue_missing recovers at the start
 
     # ----- what to run
     def enqueue_missing(self) -> int:
@@ -266,7 +267,20 @@ class Sweep:
                 if self._check(active):
                     del self._active[slot]
                     exhausted = False  # a pruned or failed run may free work (tpe)
+            if self._recover_due():
+                exhausted = False
             self._status()
+
+    def _recover_due(self) -> bool:
+        """Every heartbeat period: re-enqueue the runs of sweep processes that are gone
+        (another machine's); True if any was."""
+        if time.monotonic() - self._last_recover < store.HEARTBEAT_S:
+            return False
+        self._last_recover = time.monotonic()
+        recovered = store.recover_stale(self.study)
+        for key in recovered:
+            self._say(f"[sweep] {key}: its sweep process is gone; enqueued again to resume")
+        return bool(recovered)
 
     def _status(self) -> None:
         if time.monotonic() - self._last_status < STATUS_EVERY_S:
