@@ -69,6 +69,9 @@ def collect(study: optuna.Study) -> List[ConfigResult]:
             row.waiting.append(seed)
         else:
             row.running.append(seed)
+    for row in results.values():  # a failed try that a later one replaced is history
+        done = set(row.scores) | set(row.pruned) | set(row.running) | set(row.waiting)
+        row.failed = [seed for seed in row.failed if seed not in done]
     return list(results.values())
 
 

@@ -124,13 +124,15 @@ class Sweep:
 
     # ----- what to run
     def enqueue_missing(self) -> int:
-        """Enqueue the grid's runs not yet in the study (all of them the first time);
-        returns how many. Random/TPE studies enqueue as they sample."""
+        """Enqueue the grid's runs not yet in the study (all of them the first time) or
+        whose every try failed (a rerun retries them, e.g. after a fix); returns how
+        many. Random/TPE studies enqueue as they sample."""
         for key in store.recover_stale(self.study):
             self._say(f"[sweep] {key}: its sweep process is gone; enqueued again to resume")
         if self.settings.sampler != "grid":
             return 0
-        live = store.live_keys(self.study)
+        live = {key: tried for key, tried in store.live_keys(self.study).items()
+                if any(t.state != TrialState.FAIL for t in tried)}
         added = 0
         for point in self.settings.space.grid():
             config = self.settings.space.config_name(point)

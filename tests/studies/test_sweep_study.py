@@ -199,3 +199,23 @@ def test_a_run_stopped_by_a_signal_is_enqueued_again_not_failed(tmp_path, status
     first, again = sweep.study.get_trials()
     assert first.state == TrialState.FAIL and first.user_attrs["ended"] == "interrupted"
     assert again.state == TrialState.WAITING and again.user_attrs["key"] == first.user_attrs["key"]
+
+
+def test_a_grid_rerun_retries_runs_whose_every_try_failed(tmp_path):
+    from alf.studies import results
+    space = SearchSpace.parse(["A.b=[1, 2]"], [0])
+    settings = SweepSettings("ppo_cart_pole.gin", space, Objective.parse("final"))
+    study = store.load_study(optuna.storages.InMemoryStorage(), "s", settings.spec(),
+                             "maximize", settings.make_sampler(), settings.make_pruner())
+    sweep = Sweep(settings, study, str(tmp_path), lambda text: None)
+    assert sweep.enqueue_missing() == 2
+    first, _ = sweep._next_trial()
+    study.tell(first, state=TrialState.FAIL)  # the run crashed
+    second, _ = sweep._next_trial()
+    study.tell(second, 7.0)
+    assert sweep.enqueue_missing() == 1  # the rerun: only the failed run again
+    again, values = sweep._next_trial()
+    assert again.user_attrs["key"] == first.user_attrs["key"] and values == {"A.b": "1"}
+    study.tell(again, 5.0)
+    rows = {r.config: r for r in results.collect(study)}
+    assert rows["b=1"].scores == {0: 5.0} and rows["b=1"].failed == []
