@@ -193,7 +193,7 @@ class Population:
     def _finish_segment(self, trial: optuna.Trial, process: RunProcess, status: int) -> None:
         a = trial.user_attrs
         name = f"gen {a['gen']} m{a['member']}"
-        if status in STOPPED_STATUSES:
+        if process.stop_requested and status in STOPPED_STATUSES:
             store.end_trial(self.study, trial._trial_id, trial.number, "interrupted")
             store.enqueue_run(self.study, {}, a)
             self._say(f"[pbt] {name}: stopped with its checkpoint; rerun to continue")
@@ -204,11 +204,11 @@ class Population:
                    f"no {self.settings.objective.metric} point in the segment (set "
                    "TrainerConfig.evaluate=True, or --metric train_return)")
             trial.set_user_attr("error", why[:500])
-            self.study.tell(trial, state=TrialState.FAIL)
+            store.tell(self.study, trial, self._say, state=TrialState.FAIL)
             self._say(f"[pbt] {name} failed: {why} (log: {process.log_path})")
             return
-        self.study.tell(trial, score)
-        self._say(f"[pbt] {name}: {self.settings.objective.name} {score:,.4g}")
+        if store.tell(self.study, trial, self._say, values=score):
+            self._say(f"[pbt] {name}: {self.settings.objective.name} {score:,.4g}")
 
     # ----- decisions
     def _try_decide(self, trial: optuna.Trial) -> bool:

@@ -41,8 +41,10 @@ def copy_checkpoint(src_run: str, dst_run: str, copy_replay_buffer: bool = False
     dst = os.path.join(train_dir, os.path.basename(src))
     own = newest_checkpoint(dst_run)
     own_buffer = _buffer_path(own) if own is not None else None
-    kept_buffer = None
-    if not copy_replay_buffer and own_buffer and os.path.exists(own_buffer):
+    leftover = [os.path.join(train_dir, f) for f in os.listdir(train_dir) if f.endswith(".keep")]
+    kept_buffer = leftover[0] if leftover else None  # a copy cut short set it aside already
+    if kept_buffer is None and not copy_replay_buffer and own_buffer and \
+            os.path.exists(own_buffer):
         kept_buffer = own_buffer + ".keep"
         os.replace(own_buffer, kept_buffer)
     for _, path in Checkpointer(train_dir).list_checkpoints():

@@ -98,7 +98,8 @@ def decide(scores: Sequence[Optional[float]], hparams: Sequence[Dict[str, str]],
     keyed = [(-math.inf if s is None else s, i) for i, s in enumerate(scores)]
     ranked = [i for _, i in sorted(keyed, key=lambda t: (-t[0], t[1]))]  # best first
     cut = max(1, int(math.floor(n * quantile))) if exploit and n > 1 else 0
-    top, bottom = ranked[:cut], set(ranked[n - cut:]) if cut else set()
+    top = [i for i in ranked[:cut] if scores[i] is not None]  # a failed member is no parent
+    bottom = set(ranked[n - cut:]) if cut and top else set()
     by_name = {p.name: p for p in params}
     decisions = []
     for i in range(n):

@@ -23,9 +23,9 @@ from typing import List, Optional, Sequence
 from alf.utils.cpu_budget import usable_cpus
 
 PR_SET_PDEATHSIG = 1
-# exit statuses of a run that was stopped, not one that failed: alf's own (130 Ctrl-C, 143
-# SIGTERM, each after a checkpoint), or the signal itself when it arrived before alf
-# installed its handlers (still importing), or a kill after a stop timed out
+# exit statuses of a run this process asked to stop: alf's own (130 Ctrl-C, 143 SIGTERM,
+# each after a checkpoint), or the signal itself when it arrived before alf installed its
+# handlers (still importing), or a kill after a stop timed out
 STOPPED_STATUSES = (130, 143, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL)
 STOP_TIMEOUT_S = 120.0  # a run stops at its next iteration boundary, then saves
 
@@ -97,6 +97,12 @@ class RunProcess:
                                           preexec_fn=_child_setup(self.cpus))
         self.pid = self._proc.pid
         self._stop_sent: Optional[float] = None
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether this process asked it to stop (a later exit by a signal is a stop, not
+        a failure; a signal from elsewhere, e.g. the OOM killer, is a failure)."""
+        return self._stop_sent is not None
 
     def poll(self) -> Optional[int]:
         """Its exit status, or None while it runs."""

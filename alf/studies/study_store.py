@@ -99,7 +99,18 @@ def owner_is_gone(trial: FrozenTrial, now: float, stale_after_s: float = STALE_A
         started = trial.datetime_start.timestamp() if trial.datetime_start else now
         return now - started > stale_after_s
     if owner.get("host") == socket.gethostname():
-        start = _pid_start(int(owner["pid"]))
+        pid = int(owner["pid"])
+        if pid == os.getpid():
+            return False
+        start = _pid_start(pid)
+        if start is None and owner.get("start") is None:  # no /proc (macOS): ask the kernel
+            try:
+                os.kill(pid, 0)
+                return False
+            except ProcessLookupError:
+                return True
+            except PermissionError:  # alive, another user's
+                return False
         return start is None or (owner.get("start") is not None and start != owner["start"])
     beat = float(trial.user_attrs.get("heartbeat", 0.0))
     return now - beat > stale_after_s
@@ -153,15 +164,29 @@ def open_study(study_dir: str, storage_url: Optional[str], name: Optional[str],
     return name, load_study(storage, name, spec, direction, sampler, pruner)
 
 
-def end_trial(study: optuna.Study, trial_id: int, number: int, reason: str) -> None:
+def end_trial(study: optuna.Study, trial_id: int, number: int, reason: str) -> bool:
     """Mark a RUNNING trial failed for ``reason`` (one of :data:`END_REASONS`), so it is
-    neither a result nor run again itself (a re-enqueued trial takes over)."""
+    neither a result nor run again itself (a re-enqueued trial takes over). False when
+    another process finished it first."""
     storage = study._storage  # pylint: disable=protected-access - the only way for others' trials
     try:
         storage.set_trial_user_attr(trial_id, "ended", reason)
         study.tell(number, state=TrialState.FAIL)
+        return True
     except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError):
-        pass  # its owner finished it meanwhile
+        return False  # its owner (or another recovering process) finished it meanwhile
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, say: Any, **result: Any) -> bool:
+    """``study.tell(trial, **result)``; a trial another process already ended (it judged
+    this one gone: a stalled heartbeat) is one line through ``say``, not a traceback."""
+    try:
+        study.tell(trial, **result)
+        return True
+    except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError):
+        say(f"[sweep] trial {trial.number}: another process ended it meanwhile (it judged "
+            "this one gone); its run was enqueued again there")
+        return False
 
 
 def enqueue_run(study: optuna.Study, params: Dict[str, Any], attrs: Dict[str, Any]) -> None:
@@ -184,9 +209,9 @@ def recover_stale(study: optuna.Study, stale_after_s: float = STALE_AFTER_S) -> 
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if "key" not in t.user_attrs or not owner_is_gone(t, now, stale_after_s):
             continue
-        end_trial(study, t._trial_id, t.number, "owner gone")  # pylint: disable=protected-access
-        enqueue_run(study, trial_params(t), t.user_attrs)
-        recovered.append(t.user_attrs["key"])
+        if end_trial(study, t._trial_id, t.number, "owner gone"):  # pylint: disable=protected-access
+            enqueue_run(study, trial_params(t), t.user_attrs)  # once, by who ended it
+            recovered.append(t.user_attrs["key"])
     return recovered
 
 

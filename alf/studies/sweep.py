@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import optuna
 from optuna.trial import TrialState
 
+from alf.studies import results as study_results
 from alf.studies import study_store as store
 from alf.studies.objective import Objective
 from alf.studies.run_data import read_rows
@@ -31,6 +32,7 @@ from alf.trainers.progress_log import PROGRESS_FILE
 SAMPLERS = ("grid", "random", "tpe")
 POLL_S = 1.0
 STATUS_EVERY_S = 60.0
+MAX_DUPLICATE_SAMPLES = 50
 
 
 @dataclass
@@ -121,6 +123,8 @@ class Sweep:
         self._stop = StopRequest(say, "")
         self._last_status = time.monotonic()
         self._last_recover = time.monotonic()  # enqueue_missing recovers at the start
+        self._duplicates = 0  # sampled configurations in a row that were run already
+        self._exhausted_space = False
 
     # ----- what to run
     def enqueue_missing(self) -> int:
@@ -157,7 +161,8 @@ class Sweep:
 
     def _may_sample(self) -> bool:
         s = self.settings
-        return s.sampler != "grid" and self._configs_started() < (s.n_trials or 0)
+        return (s.sampler != "grid" and not self._exhausted_space
+                and self._configs_started() < (s.n_trials or 0))
 
     def _next_trial(self) -> Optional[Tuple[optuna.Trial, Dict[str, Any]]]:
         """Take a waiting run, or sample a new configuration; None when nothing is left."""
@@ -175,7 +180,13 @@ class Sweep:
                 for seed in seeds[1:]:  # the same configuration once per seed
                     store.enqueue_run(self.study, values, self._attrs(config, seed))
             if store.claim(self.study, trial):  # else a duplicate, dropped
+                self._duplicates = 0
                 return trial, values
+            self._duplicates += 1
+            if self._duplicates >= MAX_DUPLICATE_SAMPLES:  # the space has no new point left
+                self._say(f"[sweep] {self._duplicates} samples in a row were configurations "
+                          "already run: the space is exhausted; not sampling more")
+                self._exhausted_space = True
         return None
 
     # ----- running
@@ -217,10 +228,11 @@ class Sweep:
     def _finish(self, active: _Active, status: int) -> None:
         trial, key, study = active.trial, active.key, self.study
         objective = self.settings.objective
-        if active.pruning and (status == 0 or status in STOPPED_STATUSES):
-            study.tell(trial, state=TrialState.PRUNED)
+        stopped = active.process.stop_requested and status in STOPPED_STATUSES
+        if active.pruning and (status == 0 or stopped):
+            store.tell(study, trial, self._say, state=TrialState.PRUNED)
             return
-        if status in STOPPED_STATUSES:  # stopped (by us at Ctrl-C, or by a signal to the run)
+        if stopped:  # by us (Ctrl-C / SIGTERM); a kill from elsewhere (OOM) is a failure
             store.end_trial(study, trial._trial_id, trial.number, "interrupted")
             store.enqueue_run(study, dict(trial.params), trial.user_attrs)
             self._say(f"[sweep] trial {trial.number}: {key} stopped with its checkpoint; "
@@ -232,12 +244,13 @@ class Sweep:
                    f"it wrote no {objective.metric} point (does the conf evaluate? set "
                    "TrainerConfig.eval_interval, or use --metric train_return)")
             trial.set_user_attr("error", why[:500])
-            study.tell(trial, state=TrialState.FAIL)
+            store.tell(study, trial, self._say, state=TrialState.FAIL)
             self._say(f"[sweep] trial {trial.number}: {key} failed: {why} "
                       f"(log: {active.process.log_path})")
             return
-        study.tell(trial, score)
-        self._say(f"[sweep] trial {trial.number}: {key} done: {objective.name} {score:,.4g}")
+        if store.tell(study, trial, self._say, values=score):
+            self._say(f"[sweep] trial {trial.number}: {key} done: {objective.name} {score:,.4g}")
+        study_results.write(self.study_dir, study, objective.name)  # the table as runs finish
 
     # ----- the loop
     def run(self) -> None:

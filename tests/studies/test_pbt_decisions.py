@@ -35,6 +35,9 @@ def test_bottom_quantile_copies_a_top_member_and_explores():
         (0, 0, "kept"), (1, 1, "kept"), (2, 1, "exploit m1 + explore"), (3, 3, "kept")]
     assert float(decisions[2].hparams["Adam.lr"]) in (pytest.approx(0.0016), pytest.approx(0.0024))
     assert decisions[0].hparams == hparams[0]
+    # a failed member is never a parent (3 of 4 failed: the 4th is kept, nobody copies)
+    failed = pop.decide([None, None, 3.0, None], hparams, [lr], rng, 0.5, 0.0)
+    assert all(d.parent in (d.member, 2) for d in failed)
     tied = pop.decide([500.0] * 4, hparams, [lr], rng, 0.25, 0.0)
     assert all(d.event == "kept" for d in tied)  # nothing to gain from a tie
     baseline = pop.decide([1.0, 4.0, 3.0, 2.0], hparams, [lr], rng, 0.25, 0.0, exploit=False)

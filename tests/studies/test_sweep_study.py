@@ -195,10 +195,23 @@ def test_a_run_stopped_by_a_signal_is_enqueued_again_not_failed(tmp_path, status
     sweep = _sweep(tmp_path, n_trials=1, seeds=(0,))
     trial, _ = sweep._next_trial()
     (tmp_path / "r").mkdir()
-    sweep._finish(_Active(trial, trial.user_attrs["key"], _FakeRun(tmp_path / "r"), 0), status)
+    run = _FakeRun(tmp_path / "r")
+    run.request_stop()  # the sweep asked it to stop (Ctrl-C)
+    sweep._finish(_Active(trial, trial.user_attrs["key"], run, 0), status)
     first, again = sweep.study.get_trials()
     assert first.state == TrialState.FAIL and first.user_attrs["ended"] == "interrupted"
     assert again.state == TrialState.WAITING and again.user_attrs["key"] == first.user_attrs["key"]
+
+
+def test_a_run_killed_from_elsewhere_fails_instead_of_looping(tmp_path):
+    from alf.studies.sweep import _Active
+    sweep = _sweep(tmp_path, n_trials=1, seeds=(0,))
+    trial, _ = sweep._next_trial()
+    (tmp_path / "r").mkdir()  # e.g. the OOM killer: nobody asked it to stop
+    sweep._finish(_Active(trial, trial.user_attrs["key"], _FakeRun(tmp_path / "r"), 0), -9)
+    (only,) = sweep.study.get_trials()
+    assert only.state == TrialState.FAIL and "ended" not in only.user_attrs
+    assert "exit status -9" in only.user_attrs["error"]
 
 
 def test_a_grid_rerun_retries_runs_whose_every_try_failed(tmp_path):
