@@ -279,10 +279,12 @@ class Trainer:
                               + ", ".join(self._overrides))
             complete = resumed and self._done()
             if complete:
+                paused = 0 < self._config.stop_at_env_steps <= self._context.env_steps
                 report.notice(
                     f"[alf] {self._root_dir} is already complete (iteration "
                     f"{self._context.iteration:,}, {self._context.env_steps:,} env steps); "
-                    "raise TrainerConfig.num_iterations / num_env_steps to continue")
+                    "raise TrainerConfig." + ("stop_at_env_steps" if paused else
+                                              "num_iterations / num_env_steps") + " to continue")
             # No purge_step: TensorBoard applies it to every tag, which would erase the
             # whole pre-resume `*_vs_EnvironmentSteps` series (env steps >> iterations).
             # Events a crashed run wrote past its checkpoint are dropped per tag by

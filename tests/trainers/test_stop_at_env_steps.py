@@ -23,3 +23,15 @@ def test_stop_at_env_steps_pauses_a_run_that_a_resume_continues(make_trainer, al
     resumed.run()
     assert resumed._context.env_steps == 64 and resumed._context.progress() == 1.0
     assert list(read_curve(str(root), "eval_return").env_steps) == [32, 64]
+
+
+def test_a_run_paused_by_stop_at_env_steps_names_it_on_resume(make_trainer, alf_cli, tmp_path,
+                                                              capsys):
+    root = tmp_path / "run"
+    params = ["TrainerConfig.num_iterations=0", "TrainerConfig.num_env_steps=64",
+              "TrainerConfig.stop_at_env_steps=32"]
+    make_trainer(root, alf_cli.TINY_PPO, params).run()
+    capsys.readouterr()
+    make_trainer(root, alf_cli.TINY_PPO, params).run()  # the same limit again: nothing to do
+    err = capsys.readouterr().err
+    assert "is already complete" in err and "raise TrainerConfig.stop_at_env_steps" in err
