@@ -12,13 +12,8 @@ import os
 import shutil
 from typing import Optional
 
-from alf.trainers.checkpointer import Checkpointer
+from alf.trainers.checkpointer import Checkpointer, replay_buffer_path
 from alf.utils.atomic_write import atomic_write
-
-
-def _buffer_path(ckpt_path: str) -> str:
-    d, name = os.path.split(ckpt_path)
-    return os.path.join(d, "replay_buffer-" + name[len("ckpt-"):])
 
 
 def newest_checkpoint(run_dir: str) -> Optional[str]:
@@ -40,7 +35,7 @@ def copy_checkpoint(src_run: str, dst_run: str, copy_replay_buffer: bool = False
     os.makedirs(train_dir, exist_ok=True)
     dst = os.path.join(train_dir, os.path.basename(src))
     own = newest_checkpoint(dst_run)
-    own_buffer = _buffer_path(own) if own is not None else None
+    own_buffer = replay_buffer_path(own) if own is not None else None
     leftover = [os.path.join(train_dir, f) for f in os.listdir(train_dir) if f.endswith(".keep")]
     kept_buffer = leftover[0] if leftover else None  # a copy cut short set it aside already
     if kept_buffer is None and not copy_replay_buffer and own_buffer and \
@@ -50,13 +45,13 @@ def copy_checkpoint(src_run: str, dst_run: str, copy_replay_buffer: bool = False
     for _, path in Checkpointer(train_dir).list_checkpoints():
         if os.path.basename(path) >= os.path.basename(src):  # same zero-padded width
             os.remove(path)
-            if os.path.exists(_buffer_path(path)):
-                os.remove(_buffer_path(path))
+            if os.path.exists(replay_buffer_path(path)):
+                os.remove(replay_buffer_path(path))
     _copy(src, dst)
-    if copy_replay_buffer and os.path.exists(_buffer_path(src)):
-        _copy(_buffer_path(src), _buffer_path(dst))
+    if copy_replay_buffer and os.path.exists(replay_buffer_path(src)):
+        _copy(replay_buffer_path(src), replay_buffer_path(dst))
     elif kept_buffer is not None:
-        os.replace(kept_buffer, _buffer_path(dst))
+        os.replace(kept_buffer, replay_buffer_path(dst))
     return dst
 
 

@@ -71,7 +71,7 @@ class Checkpointer:
         except OSError as e:
             raise write_failed(self._dir, e, "the checkpoint directory") from None
         path = os.path.join(self._dir, f"ckpt-{iteration:010d}.pt")
-        rb_path = _replay_buffer_path(path)
+        rb_path = replay_buffer_path(path)
         rb_written = False
         try:
             if replay_buffer_state is not None:
@@ -116,7 +116,7 @@ class Checkpointer:
         if not found:
             return
         iteration, path = found[0]
-        rb_path = _replay_buffer_path(path)
+        rb_path = replay_buffer_path(path)
         with_rb = with_replay_buffer and os.path.exists(rb_path)
         try:
             needed = os.path.getsize(path) + (os.path.getsize(rb_path) if with_rb else 0)
@@ -197,7 +197,7 @@ class Checkpointer:
                 logging.warning("Could not move the unreadable checkpoint %s aside (%s)", path,
                                 e.strerror or e)
                 continue
-            rb_path = _replay_buffer_path(path)
+            rb_path = replay_buffer_path(path)
             if os.path.exists(rb_path):
                 try:
                     os.replace(rb_path, _free_name(rb_path + CORRUPT_SUFFIX))
@@ -212,7 +212,7 @@ class Checkpointer:
         and replay-buffer files whose checkpoint was never written (killed in between)."""
         checkpoints = self.list_checkpoints()
         doomed = [p for _, path in checkpoints[self._keep:]
-                  for p in (path, _replay_buffer_path(path))]
+                  for p in (path, replay_buffer_path(path))]
         doomed += glob.glob(os.path.join(self._dir, "*.pt.tmp"))
         kept = {i for i, _ in checkpoints[:self._keep]}
         for path in glob.glob(os.path.join(self._dir, "replay_buffer-*.pt")):
@@ -246,7 +246,8 @@ def unreadable_reason(path: str, exc: Exception) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _replay_buffer_path(ckpt_path: str) -> str:
+def replay_buffer_path(ckpt_path: str) -> str:
+    """The replay-buffer file that goes with checkpoint ``ckpt_path``."""
     d, name = os.path.split(ckpt_path)
     return os.path.join(d, "replay_buffer-" + name[len("ckpt-"):])
 
