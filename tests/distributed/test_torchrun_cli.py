@@ -29,8 +29,10 @@ TrainerConfig.progress_interval_seconds = 0.0
 """
 
 
-def _env():
-    env = dict(os.environ)
+def _env(tmp_path):
+    """The launcher's environment. TMPDIR is the test's own directory: torchrun writes
+    its per-launch log folders (``torchelastic_*``) under it and never removes them."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
     env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"]
                                      if env.get("PYTHONPATH") else "")
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -86,7 +88,7 @@ def test_two_node_launch_on_localhost_completes_ppo(tmp_path):
                           "--master_addr=127.0.0.1", f"--master_port={port}",
                           "-m", "alf.bin.train", f"--conf={conf}",
                           f"--root_dir={tmp_path / f'node{node}'}"]
-        procs.append(subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+        procs.append(subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(tmp_path), text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     try:
         outs = [p.communicate(timeout=180) for p in procs]
@@ -120,7 +122,7 @@ def test_killed_rank_stops_the_other_naming_it(tmp_path, async_unroll):
     cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
                       "alf.bin.train", f"--conf={conf}", f"--root_dir={tmp_path / 'run'}"]
     shm_before = set(os.listdir("/dev/shm"))
-    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(tmp_path), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -171,8 +173,8 @@ def test_bad_config_is_reported_once_with_status_2(tmp_path, extra, named):
     conf = _conf(tmp_path, "TrainerConfig.num_iterations = 2\n" + extra)
     cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
                       "alf.bin.train", f"--conf={conf}", f"--root_dir={tmp_path / 'run'}"]
-    done = subprocess.run(cmd, cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(cmd, cwd=str(tmp_path), env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode != 0
     lines = [l for l in done.stderr.splitlines() if l.startswith("alf.bin.train: error:")]
     assert len(lines) == 1 and named in lines[0], done.stderr[-3000:]
@@ -194,7 +196,7 @@ def test_ctrl_c_on_torchrun_saves_one_checkpoint_and_a_single_process_resumes(tm
     root = tmp_path / "run"
     cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
                       "alf.bin.train", f"--conf={conf}", f"--root_dir={root}"]
-    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(tmp_path), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -224,7 +226,7 @@ def test_ctrl_c_on_torchrun_saves_one_checkpoint_and_a_single_process_resumes(tm
     more = saved_iteration + 3
     done = subprocess.run([sys.executable, "-m", "alf.bin.train", f"--root_dir={root}",
                            "--conf_param", f"TrainerConfig.num_iterations={more}"],
-                          cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                          cwd=str(tmp_path), env=_env(tmp_path), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resumed from iteration {saved_iteration:,}" in done.stderr
@@ -242,7 +244,7 @@ def test_killed_launcher_stops_the_ranks_saying_why(tmp_path):
     root = tmp_path / "run"
     cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
                       "alf.bin.train", f"--conf={conf}", f"--root_dir={root}"]
-    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(), text=True,
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(tmp_path), text=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(launcher.stderr), daemon=True)

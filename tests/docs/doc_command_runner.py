@@ -237,6 +237,7 @@ class FileRun:
         env = dict(self.base_env, **part.env)
         if part.argv[0] == "torchrun":
             env["PET_MASTER_PORT"] = str(_free_port())
+            env["TMPDIR"] = self.workdir  # torchrun leaves its torchelastic_* logs there
         result.ran.append(argv)
         start = time.monotonic()
         if FORK and argv[1:3] == ["-m", part.module]:
