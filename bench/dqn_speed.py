@@ -9,10 +9,11 @@ Both sides use rl-zoo's DQN CartPole-v1 hyper-parameters (rl-baselines3-zoo
 steps, gamma 0.99, Huber loss, gradient norm clipped at 10, epsilon 1 -> 0.04
 over the first 16% of 50k env steps (8k), one torch thread. SB3 runs
 ``DQN("MlpPolicy")`` with the rl-zoo values. alf runs the shipped
-``dqn_cart_pole.gin`` with only the run length, the thread count and the seed
-overridden (hard target copy once per 128 gradient steps: SB3's
-``target_update_interval=10`` env steps re-syncs once per rollout too, see the
-gin file), twice:
+``dqn_cart_pole.gin`` with the run length, the thread count and the seed overridden and
+rl-zoo's values put back where the gin departs from them (:data:`RL_ZOO`: 1-step
+returns, a constant lr, epsilon over 16% of the run) (hard target copy once per 128
+gradient steps: SB3's ``target_update_interval=10`` env steps re-syncs once per rollout
+too, see the gin file), twice:
 
 - ``alf``: as shipped, with double Q (one more forward pass per update than SB3);
 - ``alf-vanilla``: ``DqnAlgorithm.double_q=False``, SB3's algorithm exactly.
@@ -44,7 +45,13 @@ sys.path.insert(0, ROOT)
 WINDOW = 10  # episodes in the reported average return (alf: metric_buffer_size)
 
 
-# alf configurations: dqn_cart_pole.gin as shipped, and with SB3's algorithm (no double Q)
+# dqn_cart_pole.gin's departures from rl-zoo (3-step returns and an annealed lr, issue 21)
+# undone, so both sides run the same hyper-parameters
+RL_ZOO = ["DqnAlgorithm.n_step=1", "alf.optimizers.Adam.lr=2.3e-3",
+          "epsilon/LinearSchedule.end_progress=0.16"]
+
+# alf configurations: dqn_cart_pole.gin with rl-zoo's values, and with SB3's algorithm
+# (no double Q)
 ALF_VARIANTS = {
     "alf": [],
     "alf-vanilla": ["DqnAlgorithm.double_q=False"],
@@ -63,7 +70,7 @@ def run_alf(steps: int, seed: int, threads: int, extra: List[str]) -> Tuple[floa
               f"TrainerConfig.num_threads={threads}",
               f"TrainerConfig.random_seed={seed}",
               f"TrainerConfig.metric_buffer_size={WINDOW}",
-              "TrainerConfig.evaluate=False"] + list(extra)
+              "TrainerConfig.evaluate=False"] + RL_ZOO + list(extra)
     alf_config.parse_config(conf_file="dqn_cart_pole.gin", conf_params=params)
     trainer = Trainer(TrainerConfig(), root, quiet=True)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -17,9 +17,10 @@ import torch
 Schedule = Callable[[float], float]
 
 
-def linear(start: float) -> Schedule:
-    """``start`` annealed linearly to 0 over the run (alf's ``LinearSchedule(start, 0)``)."""
-    return lambda progress_remaining: progress_remaining * start
+def linear(start: float, end: float = 0.0) -> Schedule:
+    """``start`` annealed linearly to ``end`` over the run (alf's
+    ``LinearSchedule(start, end)``; SB3 passes the remaining progress, 1 -> 0)."""
+    return lambda progress_remaining: end + progress_remaining * (start - end)
 
 
 def ppo_cart_pole(env, seed: int):
@@ -59,13 +60,15 @@ def ac_cart_pole(env, seed: int):
 
 
 def dqn_cart_pole(env, seed: int):
-    """alf/examples/dqn_cart_pole.gin (rl-zoo's CartPole-v1 DQN). Mismatch: the gin's
-    ``DqnAlgorithm.double_q = True``; SB3's DQN has no double Q (vanilla targets)."""
+    """alf/examples/dqn_cart_pole.gin (rl-zoo's CartPole-v1 DQN with 3-step returns and an
+    annealed lr). Mismatch: the gin's ``DqnAlgorithm.double_q = True``; SB3's DQN has no
+    double Q (vanilla targets)."""
     from stable_baselines3 import DQN
     return DQN(
         "MlpPolicy", env,  # one env (create_environment.num_parallel_environments)
         policy_kwargs=dict(net_arch=[256, 256]),  # QNetwork (256, 256), ReLU, torch init
-        learning_rate=2.3e-3,  # alf.optimizers.Adam.lr (eps 1e-8 on both)
+        learning_rate=linear(2.3e-3, 2.3e-4),  # lr/LinearSchedule 2.3e-3 -> 2.3e-4
+        n_steps=3,  # DqnAlgorithm.n_step
         max_grad_norm=10.0,  # Adam.gradient_clipping
         batch_size=64,  # TrainerConfig.mini_batch_size
         buffer_size=100_000,  # TrainerConfig.replay_buffer_length
@@ -77,7 +80,7 @@ def dqn_cart_pole(env, seed: int):
         # gradient steps, as the gin does
         target_update_interval=10, tau=1.0,
         exploration_initial_eps=1.0, exploration_final_eps=0.04,  # LinearSchedule 1 -> 0.04
-        exploration_fraction=0.08,  # LinearSchedule.end_progress
+        exploration_fraction=0.08,  # epsilon/LinearSchedule.end_progress
         gamma=0.99,  # DqnAlgorithm.gamma; loss: Huber on both
         seed=seed, device="cpu", verbose=0)
 

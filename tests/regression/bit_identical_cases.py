@@ -114,6 +114,7 @@ CASES: Dict[str, Case] = {
     "dqn_atari": Case("dqn_atari.gin", _envs(2) + _short_episodes(12)
                       + ["DqnAlgorithm.target_update_period=2"]
                       + _offpolicy(collect=8, batch=8, buffer=16), [20]),
+    # regenerated when the example took 3-step returns and an annealed lr (issue 21)
     "dqn_cart_pole": Case("dqn_cart_pole.gin", ["TrainerConfig.unroll_length=8",
                                                 "TrainerConfig.num_updates_per_train_iter=4",
                                                 "DqnAlgorithm.target_update_period=2"]

@@ -284,7 +284,7 @@ def test_dqn_learns_cart_pole(make_trainer, tmp_path):
     trainer = make_trainer(root, "include 'dqn_cart_pole.gin'\n", [
         "TrainerConfig.random_seed=0", "TrainerConfig.num_env_steps=6000",
         "QNetwork.fc_layer_params=(64, 64)",
-        "LinearSchedule.end_progress=0.16",  # epsilon reaches 0.04 at ~1k env steps
+        "epsilon/LinearSchedule.end_progress=0.16",  # epsilon reaches 0.04 at ~1k env steps
         "TrainerConfig.summary_interval=1", "TrainerConfig.progress_interval_seconds=1000.0",
         "TrainerConfig.checkpoint_interval=1000"])
     trainer.run()
