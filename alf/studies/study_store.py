@@ -183,10 +183,23 @@ def tell(study: optuna.Study, trial: optuna.Trial, say: Any, **result: Any) -> b
     try:
         study.tell(trial, **result)
         return True
-    except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError):
+    except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError) as e:
+        if told_by_us(study, trial._trial_id):  # pylint: disable=protected-access
+            return True  # written; what raised came after (a sampler's after_trial, a reread)
         say(f"[sweep] trial {trial.number}: another process ended it meanwhile (it judged "
-            "this one gone); its run was enqueued again there")
+            f"this one gone); its run was enqueued again there ({type(e).__name__}: {e})")
         return False
+
+
+def told_by_us(study: optuna.Study, trial_id: int) -> bool:
+    """Whether a trial is finished and no other process ended it (:func:`end_trial` marks
+    the trials it ends with ``ended`` before failing them): then a ``tell`` that raised
+    had written its result first, as Optuna writes the state in a ``finally``."""
+    try:
+        stored = study._storage.get_trial(trial_id)  # pylint: disable=protected-access
+    except (RuntimeError, ValueError, KeyError):
+        return False
+    return stored.state.is_finished() and "ended" not in stored.user_attrs
 
 
 def enqueue_run(study: optuna.Study, params: Dict[str, Any], attrs: Dict[str, Any]) -> None:

@@ -213,7 +213,7 @@ class Checkpointer:
         checkpoints = self.list_checkpoints()
         doomed = [p for _, path in checkpoints[self._keep:]
                   for p in (path, replay_buffer_path(path))]
-        doomed += glob.glob(os.path.join(self._dir, "*.pt.tmp"))
+        doomed += glob.glob(os.path.join(self._dir, "*.pt.*tmp"))  # <ckpt>.pt[.<pid>].tmp
         kept = {i for i, _ in checkpoints[:self._keep]}
         for path in glob.glob(os.path.join(self._dir, "replay_buffer-*.pt")):
             m = _BUFFER_PATTERN.search(os.path.basename(path))

@@ -4,8 +4,9 @@ name or a stray temporary file, and is reported in one line.
 A disk that fills up (or a quota, a read-only mount) turns the write of a checkpoint,
 ``config.gin`` or ``operative_config.gin`` into an ``OSError``; torch reports it as a
 ``RuntimeError`` ("enforce fail at inline_container.cc") whose context is the
-``OSError``. :func:`atomic_write` writes ``<path>.tmp``, flushes, fsyncs and renames
-it onto ``path``; on any failure it removes the temporary file, so ``path`` keeps its
+``OSError``. :func:`atomic_write` writes ``<path>.<pid>.tmp`` (its own name per
+process: two sweep processes rewrite one study's ``results.md``), flushes, fsyncs and
+renames it onto ``path``; on any failure it removes the temporary file, so ``path`` keeps its
 previous content, and raises :class:`~alf.errors.WriteFailedError` naming the file,
 the reason and, for a full disk, how much space is left where.
 """
@@ -32,10 +33,10 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], what: str = "",
 
     Raises:
         WriteFailedError: the content could not be written (the previous ``path`` is
-            intact and no ``<path>.tmp`` is left); other errors are re-raised as they are,
-            also after removing the temporary file.
+            intact and no ``<path>.<pid>.tmp`` is left); other errors are re-raised as they
+            are, also after removing the temporary file.
     """
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with _open_tmp(tmp) as f:
             write(f)

@@ -120,6 +120,44 @@ def test_a_duplicate_run_is_dropped_and_a_stale_owner_is_replaced(tmp_path):
     assert states == [TrialState.FAIL, TrialState.FAIL, TrialState.RUNNING]
 
 
+class _RaisingAfterTrial(optuna.samplers.RandomSampler):
+    """Raises after a trial, as the journal lock's release does when a starved process
+    finds its lock was forcibly taken over: Optuna writes the state anyway (finally)."""
+
+    def after_trial(self, study, trial, state, values):
+        raise RuntimeError("Error: did not possess lock")
+
+
+def test_a_tell_that_raises_after_writing_counts_and_one_ended_elsewhere_does_not(tmp_path):
+    storage = store.open_storage(str(tmp_path), None)
+    study = store.load_study(storage, "s", {"conf": "x"}, "maximize", _RaisingAfterTrial(),
+                             optuna.pruners.NopPruner())
+    said = []
+    mine = study.ask()
+    assert store.tell(study, mine, said.append, values=1.5)  # written: it counts
+    assert study.get_trials()[0].state == TrialState.COMPLETE and said == []
+    theirs = study.ask()  # another process judged its owner gone and ended it
+    other = store.load_study(storage, "s", {"conf": "x"}, "maximize",
+                             optuna.samplers.RandomSampler(), optuna.pruners.NopPruner())
+    assert store.end_trial(other, theirs._trial_id, theirs.number, "owner gone")
+    assert not store.tell(study, theirs, said.append, values=2.0)
+    assert len(said) == 1 and "another process ended it meanwhile" in said[0]
+    assert study.get_trials()[1].state == TrialState.FAIL
+
+
+def test_two_processes_rewriting_one_file_never_collide(tmp_path):
+    """Each process writes its own temporary file (two sweep processes finishing runs at
+    the same moment both rewrite results.md; a shared ``results.md.tmp`` failed one)."""
+    from alf.utils.atomic_write import atomic_write_text
+    path = str(tmp_path / "results.md")
+    code = ("import sys; from alf.utils.atomic_write import atomic_write_text as w\n"
+            "for i in range(300): w(sys.argv[1], 'x' * 10000 + sys.argv[2])")
+    procs = [subprocess.Popen([sys.executable, "-c", code, path, str(k)]) for k in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    atomic_write_text(path, "done")
+    assert open(path).read() == "done" and os.listdir(tmp_path) == ["results.md"]
+
+
 def test_a_study_rerun_with_other_settings_is_refused(tmp_path):
     storage = store.open_storage(str(tmp_path), None)
     args = ("maximize", optuna.samplers.RandomSampler(), optuna.pruners.NopPruner())
