@@ -7,8 +7,8 @@ A disk that fills up (or a quota, a read-only mount) turns the write of a checkp
 ``OSError``. :func:`atomic_write` writes ``<path>.<pid>.tmp`` (its own name per
 process: two sweep processes rewrite one study's ``results.md``), flushes, fsyncs
 and renames it onto ``path``; on any failure it removes the temporary file, so
-``path`` keeps its previous content, and raises :class:`~alf.errors.WriteFailedError` naming the file,
-the reason and, for a full disk, how much space is left where.
+``path`` keeps its previous content, and raises :class:`~alf.errors.WriteFailedError`
+naming the file, the reason and, for a full disk, how much space is left where.
 """
 import errno
 import os
