@@ -4,8 +4,8 @@ algorithm, compared with ``alf.bin.compare`` (IQM and 95% bootstrap CIs; issue 2
     python bench/seed_benchmarks.py --seeds 0 1 2 3 4 --parallel 2
     python bench/seed_benchmarks.py --examples ppo_cart_pole dqn_cart_pole --skip_runs
 
-Per example (``--examples``; an example without a gin file, e.g. ``impala_cart_pole``,
-is skipped with a note):
+Per example (``--examples``; a name without a gin file in alf/examples is skipped with
+a note):
 
 1. the alf seeds: ``python -m alf.bin.sweep --conf=<example>.gin
    --study_dir=<root>/alf_<example> --seeds=...`` (runs in

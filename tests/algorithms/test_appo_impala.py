@@ -193,33 +193,12 @@ def _scalars(root, tag):
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
-IMPALA_CART_POLE = """
-create_environment.env_name = "CartPole-v1"
-create_environment.num_parallel_environments = 8
-ActorDistributionNetwork.fc_layer_params = (64, 64)
-ActorDistributionNetwork.activation = @torch.tanh
-ValueNetwork.fc_layer_params = (64, 64)
-ValueNetwork.activation = @torch.tanh
-alf.optimizers.Adam.lr = 2e-3
-alf.optimizers.Adam.eps = 1e-5
-alf.optimizers.Adam.gradient_clipping = 0.5
-ImpalaAlgorithm.gamma = 0.98
-ImpalaAlgorithm.vtrace_lambda = 0.95
-ImpalaAlgorithm.optimizer = @alf.optimizers.Adam()
-ImpalaLoss.entropy_regularization = 0.01
-ImpalaLoss.normalize_advantages = True
-TrainerConfig.algorithm_ctor = @ImpalaAlgorithm
-TrainerConfig.unroll_length = 16
-TrainerConfig.mini_batch_size = None
-TrainerConfig.num_updates_per_train_iter = 1
-TrainerConfig.num_threads = 1
-TrainerConfig.evaluate = False
-"""
 
 
 @pytest.mark.parametrize("name,conf,steps", [
     ("APPOAlgorithm", "include 'appo_cart_pole.gin'\n", 30000),
-    ("ImpalaAlgorithm", IMPALA_CART_POLE, 40000)])
+    ("ImpalaAlgorithm", "include 'impala_cart_pole.gin'\nTrainerConfig.evaluate = False\n",
+     64000)])
 def test_learns_cart_pole_in_a_short_sync_run(make_trainer, tmp_path, name, conf, steps):
     """A random policy averages ~22; both clearly learn within a few seconds of training."""
     root = tmp_path / "run"
@@ -236,7 +215,7 @@ def test_learns_cart_pole_in_a_short_sync_run(make_trainer, tmp_path, name, conf
     # sync: only the kept first step of each iteration's buffer is off-policy (see below)
     assert rho and all(abs(r - 1.0) < 0.02 for r in rho)
     clipped = [v for _, v in _scalars(root, f"VTrace/{name}/rho_clip_fraction")]
-    assert max(clipped) < 0.1  # at most the kept steps (1 in 17 for IMPALA's 16-step unrolls)
+    assert max(clipped) < 0.1  # at most the kept steps (1 in 33 for IMPALA's 32-step unrolls)
 
 
 def test_sync_whole_buffer_only_the_kept_step_is_off_policy():
