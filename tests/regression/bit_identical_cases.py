@@ -132,6 +132,8 @@ CASES: Dict[str, Case] = {
                                    + _offpolicy(collect=0), [24], "halfcheetah"),
     "hybrid_sac_pendulum": Case("hybrid_sac_pendulum.gin", _SAC_PENDULUM, [24], "pendulum"),
     "impala_atari": Case("impala_atari.gin", ASYNC + _short_episodes(12) + _onpolicy(), [3]),
+    # added with the example (issue 21): recorded from its first version
+    "impala_cart_pole": Case("impala_cart_pole.gin", ASYNC + _onpolicy(), [6]),
     "iql_halfcheetah": Case("iql_halfcheetah.gin", _OFFLINE, [4], "halfcheetah"),
     "iql_pendulum": Case("iql_pendulum.gin", _OFFLINE, [4], "pendulum"),
     "ppo_atari": Case("ppo_atari.gin", _short_episodes(12) + _ppo(), [3]),
