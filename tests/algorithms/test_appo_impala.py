@@ -193,8 +193,6 @@ def _scalars(root, tag):
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
-
-
 @pytest.mark.parametrize("name,conf,steps", [
     ("APPOAlgorithm", "include 'appo_cart_pole.gin'\n", 30000),
     ("ImpalaAlgorithm", "include 'impala_cart_pole.gin'\nTrainerConfig.evaluate = False\n",
