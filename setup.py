@@ -23,6 +23,8 @@ setup(
         "tensorboard>=2.10",
         "optree>=0.10",
     ],
+    # which extras each command needs (and the hint a missing one prints): alf/bin/extras.py;
+    # tests/test_declared_imports.py checks every import of alf/ against both
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
                  "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4",
@@ -32,16 +34,18 @@ setup(
                  # 2.7 is the first with the acyclic_siblings contract
                  "import-linter>=2.7,<3",
                  # alf.bin.sweep / alf.bin.pbt (study storage, samplers, pruners), alf.bin.compare
-                 # (plots), W&B mirroring tested offline
-                 "optuna>=4.2", "matplotlib>=3.5", "wandb>=0.17"],
+                 # (statistics, plots), W&B mirroring tested offline
+                 "optuna>=4.2", "scipy>=1.9", "matplotlib>=3.5", "wandb>=0.17"],
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],
-        "offline": ["minari[hdf5]>=0.5.4,<0.6"],
+        # Minari import/export; packaging reads Minari's version
+        "offline": ["minari[hdf5]>=0.5.4,<0.6", "packaging>=21"],
         "video": ["imageio>=2.30", "imageio-ffmpeg>=0.4"],
         "plot": ["matplotlib>=3.5"],
-        # sweeps and population-based training: Optuna's samplers, pruners and storages
-        "sweep": ["optuna>=4.2", "matplotlib>=3.5"],
+        # alf.bin.sweep, alf.bin.pbt (Optuna's samplers, pruners and storages; lineage plots)
+        # and alf.bin.compare (scipy: the IQM; matplotlib: plots)
+        "sweep": ["optuna>=4.2", "scipy>=1.9", "matplotlib>=3.5"],
         "wandb": ["wandb>=0.17"],
         "bench": ["stable-baselines3>=2.3", "matplotlib>=3.5", "optuna>=4.2",
                   # rliable: reference IQM / bootstrap intervals the compare tool is checked against

@@ -28,6 +28,7 @@ from absl import logging as absl_logging
 
 from alf import config as alf_config
 from alf import config_help
+from alf.bin.extras import missing_package_message
 from alf.bin.log_lines import AlfLogFormatter
 from alf.config import binding_location, describe_call_error
 from alf.errors import ConfigError, RunFailedError, UserError
@@ -205,8 +206,8 @@ def setup_logging() -> None:
 
 
 def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = False) -> int:
-    """Run ``main`` and map failures to exit codes (1 = failed, 2 = user error, 130 =
-    Ctrl-C, 143 = SIGTERM).
+    """Run ``main`` and map failures to exit codes (1 = failed, 2 = user error or a missing
+    extra's package, 130 = Ctrl-C, 143 = SIGTERM).
 
     SIGINT gets Python's KeyboardInterrupt handler even when this process inherited it
     ignored (a ``&`` job of a non-interactive shell does), so ``kill -INT`` stops every
@@ -233,6 +234,13 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
         _ignore_further_interrupts()  # the command is stopping: a 2nd/3rd Ctrl-C changes nothing
         print(f"{program}: {interrupted_message(e)}", file=sys.stderr)
         return _interrupted_status(e)
+    except ModuleNotFoundError as e:
+        # a deferred import of a package from an extra that is not installed
+        message = missing_package_message(e, program)
+        if message is None or debug:
+            raise
+        print(f"{program}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as e:
         # a write that fails for want of space anywhere not handled where it happened
         if e.errno not in SPACE_ERRNOS or debug:

@@ -95,10 +95,10 @@ def _minari():
     try:  # deferred: minari and h5py are optional (the [offline] extra) and heavy
         import h5py  # noqa: F401  (Minari's default storage; imported lazily by minari)
         import minari
+        from packaging.version import Version  # comes with minari; [offline] declares it
     except ImportError as e:
         raise UserError(f"Minari datasets need the '{e.name}' package, which is not installed: "
                         f"{INSTALL_HINT}") from None
-    from packaging.version import Version  # deferred: packaging comes with minari (optional)
     if Version(minari.__version__) < Version(MIN_VERSION):  # jpeg_encoding=False is 0.5.4's
         raise UserError(f"Minari {minari.__version__} is installed; alf needs Minari >= "
                         f"{MIN_VERSION} (raw, lossless image storage): {INSTALL_HINT}")
