@@ -18,8 +18,9 @@ or act uniformly at random in an example's env (no run needed)::
 
 Datasets hold raw env data (observations before any data transformer), so a run whose
 transformer changed observations or rewards (normalisers, reward clipping) can only be
-used in collect mode. Exit status: 0 done, 2 bad input (nothing written), 130 interrupted
-(nothing written).
+used in collect mode. Exit status: 0 done, 2 bad input (nothing written), 1 the dataset does
+not fit on its disk (one line with the space needed and free, checked before collecting;
+nothing written), 130 interrupted (nothing written).
 """
 import os
 import sys
@@ -49,7 +50,8 @@ flags.DEFINE_float("noise_std", 0.0, "Collect mode: std of Gaussian noise added 
 flags.DEFINE_integer("num_envs", None, "Collect mode: envs stepped together (default: the "
                      "run's create_environment.num_parallel_environments).")
 flags.DEFINE_integer("checkpoint", None, "Collect mode: act with the checkpoint of this "
-                     "iteration instead of the newest (e.g. a medium-level policy).")
+                     "iteration instead of the newest (e.g. a medium-level policy; one in "
+                     "train/, or a milestone in train/milestones/).")
 flags.DEFINE_integer("seed", 0, "Collect mode: seed of the envs and of every random choice.")
 flags.DEFINE_float("progress_interval_seconds", 5.0,
                    "Collect mode: seconds between progress lines on stderr; 0: none.")

@@ -34,6 +34,8 @@ from alf.data_structures import StepType
 from alf.datasets.spec_json import dtype_name, spec_from_json, spec_to_json
 from alf.errors import UserError
 from alf.tensor_specs import TensorSpec
+from alf.utils.atomic_write import os_error_in, write_failed
+from alf.utils.disk_reserve import reserve_files
 
 FORMAT_NAME = "alf-dataset"
 FORMAT_VERSION = 1
@@ -321,7 +323,9 @@ def _as_numpy(x: Any) -> np.ndarray:
 class DatasetWriter:
     """Streaming writer: ``append`` time-major chunks ``[t, R, ...]`` (or ``[t, len(rows), ...]``
     for a subset of rows), then ``close``. Files are ``[num_rows, row_length, ...]``
-    memory-mapped .npy files in ``PATH.tmp-<pid>``; ``close`` computes the episode table,
+    memory-mapped .npy files in ``PATH.tmp-<pid>``, their disk space allocated when the writer
+    is made (a disk too small for them is a :class:`~alf.errors.WriteFailedError` naming the
+    space needed and free, not a SIGBUS mid-write); ``close`` computes the episode table,
     writes the manifest last and renames the directory to ``PATH``, so an interrupted
     collection never looks like a dataset. Use as a context manager to remove the staging
     directory when an exception escapes (:meth:`abort`).
@@ -352,15 +356,17 @@ class DatasetWriter:
                             if p == "action" or p.startswith("action.")]
         self._lengths = np.zeros(self.num_rows, dtype=np.int64)
         self.tmp_path = f"{self.path}.tmp-{os.getpid()}"
-        if os.path.exists(self.tmp_path):
-            shutil.rmtree(self.tmp_path)
-        os.makedirs(self.tmp_path)
         self._arrays: List[np.ndarray] = []
         self._closed = False
+        layout = [((self.num_rows, self.row_length) + tuple(s.shape),
+                   np.dtype(dtype_name(s.dtype))) for s in self._leaf_specs]
+        needed = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in layout)
         try:
-            for p, s in zip(self._paths, self._leaf_specs):
-                shape = (self.num_rows, self.row_length) + tuple(s.shape)
-                dtype = np.dtype(dtype_name(s.dtype))
+            if os.path.exists(self.tmp_path):
+                shutil.rmtree(self.tmp_path)
+            os.makedirs(self.tmp_path)
+            mapped = []
+            for p, (shape, dtype) in zip(self._paths, layout):
                 file = os.path.join(self.tmp_path, p + ".npy")
                 if int(np.prod(shape)) == 0:
                     np.save(file, np.zeros(shape, dtype))
@@ -368,9 +374,12 @@ class DatasetWriter:
                 else:
                     self._arrays.append(np.lib.format.open_memmap(file, mode="w+", dtype=dtype,
                                                                   shape=shape))
-        except BaseException:
-            self.abort()
-            raise
+                    mapped.append((file, os.path.getsize(file)))
+            # the files are sparse: a write through the map into a block the disk cannot
+            # allocate would kill the process (SIGBUS); allocate every block now instead
+            reserve_files(mapped)
+        except BaseException as e:
+            self._fail(e, needed)
 
     @property
     def row_lengths(self) -> List[int]:
@@ -436,11 +445,20 @@ class DatasetWriter:
             self._arrays = []
             check_output_path(self.path, self._overwrite)
             _move_into_place(self.tmp_path, self.path)
-        except BaseException:
-            self.abort()
-            raise
+        except BaseException as e:
+            self._fail(e)
         self._closed = True
         return info
+
+    def _fail(self, error: BaseException, needed: int = 0) -> None:
+        """:meth:`abort`, then re-raise ``error``; a file that could not be written (full
+        disk, read-only) as one :class:`~alf.errors.WriteFailedError` line naming the
+        dataset, the reason and, for a full disk, the space ``needed`` and free."""
+        self.abort()
+        cause = os_error_in(error)
+        if cause is None or not isinstance(error, Exception) or isinstance(error, UserError):
+            raise error
+        raise write_failed(self.path, cause, "dataset", needed or None) from None
 
     def abort(self) -> None:
         """Drop everything written so far (the staging directory)."""
