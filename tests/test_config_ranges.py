@@ -89,6 +89,10 @@ def test_every_bundled_example_still_parses(clean_gin):
      "TrainerConfig.num_env_steps = -5 is out of range: it must be >= 0 (0: no limit)"),
     ({"num_iterations": 1, "offline_fraction": 1.5},
      "TrainerConfig.offline_fraction = 1.5 is out of range: it must be in [0, 1]"),
+    ({"num_iterations": 1, "milestone_env_steps": -1},
+     "TrainerConfig.milestone_env_steps = -1 is out of range: it must be >= 0 (0: off)"),
+    ({"num_iterations": 1, "milestone_seconds": -0.5},
+     "TrainerConfig.milestone_seconds = -0.5 is out of range: it must be >= 0 (0: off)"),
 ])
 def test_trainer_config_built_from_python_checks_ranges(kwargs, message, clean_gin):
     from alf.trainers.trainer_config import TrainerConfig

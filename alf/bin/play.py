@@ -3,7 +3,8 @@
     python -m alf.bin.play --root_dir=runs/cp [--num_episodes 5] [--record_video out.mp4]
 
 Rebuilds the env and algorithm from ``root_dir/config.gin``, loads the newest
-valid checkpoint and runs the policy (``predict_step``, the greedy action),
+valid checkpoint (``--checkpoint=<iteration>``: that one, e.g. a milestone kept in
+``train/milestones/``) and runs the policy (``predict_step``, the greedy action),
 printing each episode's return. ``--record_video`` writes an mp4 of env 0 (needs
 the ``[video]`` extra: ``pip install -e ".[video]"``).
 
@@ -29,7 +30,7 @@ import os
 import signal
 import sys
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from absl import flags
@@ -46,6 +47,7 @@ from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
 from alf.trainers.experiment_signature import load_algorithm_state
 from alf.trainers.interrupt_guard import stop_words
+from alf.trainers.milestones import load_iteration
 from alf.trainers.trainer import CONFIG_FILE
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.process_signals import STOP_SIGNALS, restore_handlers, stop_signals_ignored
@@ -56,6 +58,8 @@ DEFAULT_MAX_EPISODE_STEPS = 27_000
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run (holds config.gin and train/).")
 flags.DEFINE_integer("num_episodes", 5, "Episodes to play.")
+flags.DEFINE_integer("checkpoint", None, "Play the checkpoint of this iteration (one in "
+                     "train/, or a milestone in train/milestones/) instead of the newest.")
 flags.DEFINE_string("record_video", None, "Write an mp4 video of the episodes to this file "
                     "(.mp4, .mkv, .mov or .avi; checked before playing).")
 flags.DEFINE_float("epsilon_greedy", None,
@@ -105,6 +109,8 @@ def _check_flags() -> None:
         raise ConfigError("--root_dir is required (a directory written by alf.bin.train)")
     if FLAGS.num_episodes < 1:
         raise ConfigError(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
+    if FLAGS.checkpoint is not None and FLAGS.checkpoint < 0:
+        raise ConfigError(f"--checkpoint must be an iteration >= 0, got {FLAGS.checkpoint}")
     if FLAGS.epsilon_greedy is not None and not 0.0 <= FLAGS.epsilon_greedy <= 1.0:
         raise ConfigError(f"--epsilon_greedy must be in [0, 1], got {FLAGS.epsilon_greedy}")
     if FLAGS.record_video is not None:  # before anything is played or written
@@ -142,11 +148,7 @@ def _main() -> int:
     try:
         algorithm = build_algorithm(config, EnvSpecs.of(env), "player", RunContext())
         transformer = algorithm.data_transformer
-        found = Checkpointer(os.path.join(root_dir, "train")).load_latest()
-        if found is None:
-            raise CheckpointError(f"No readable checkpoint in {os.path.join(root_dir, 'train')}; "
-                                  "train first (or the files are corrupt)")
-        iteration, state, _ = found
+        iteration, state = _load_checkpoint(os.path.join(root_dir, "train"))
         load_algorithm_state(algorithm, state["algorithm"], root_dir)
         algorithm.eval()
         print(f"Loaded checkpoint at iteration {iteration:,} "
@@ -170,6 +172,20 @@ def _main() -> int:
         if writer is not None:
             _finish_video(writer, env.frames)
         env.close()
+
+
+def _load_checkpoint(train_dir: str) -> Tuple[int, dict]:
+    """``(iteration, state)``: the newest readable checkpoint, or ``--checkpoint``'s."""
+    checkpointer = Checkpointer(train_dir)
+    if FLAGS.checkpoint is not None:
+        _, state = load_iteration(train_dir, FLAGS.checkpoint, checkpointer.list_checkpoints(),
+                                  f"--checkpoint={FLAGS.checkpoint}")
+        return FLAGS.checkpoint, state
+    found = checkpointer.load_latest()
+    if found is None:
+        raise CheckpointError(f"No readable checkpoint in {train_dir}; train first (or the "
+                              "files are corrupt)")
+    return found[0], found[1]
 
 
 def _play(algorithm, env, transformer, epsilon: float) -> int:

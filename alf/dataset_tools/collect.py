@@ -29,6 +29,7 @@ from alf.experiment import EnvSpecs, build_algorithm
 from alf.tensor_specs import BoundedTensorSpec
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.experiment_signature import load_algorithm_state
+from alf.trainers.milestones import load_iteration
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.act_step import ActStep
 from alf.utils.process_signals import sigint_ignored_in_children
@@ -66,20 +67,16 @@ def check_collect_args(collect_steps: int, policy: str, epsilon: float, noise_st
 
 def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int] = None):
     """The run's algorithm (player role) with its newest checkpoint (or the one of
-    ``iteration``) loaded."""
+    ``iteration``, a milestone's too) loaded."""
     algorithm = build_algorithm(config, specs, "player", RunContext())
     ckpt_dir = os.path.join(root_dir, "train")
     checkpointer = Checkpointer(ckpt_dir)
     if iteration is None:
         found = checkpointer.load_latest()
     else:
-        paths = dict(checkpointer.list_checkpoints())
-        if iteration not in paths:
-            have = ", ".join(f"{i:,}" for i in sorted(paths)) or "none"
-            raise CheckpointError(f"--checkpoint={iteration}: {ckpt_dir} has no checkpoint of "
-                                  f"iteration {iteration:,} (it has: {have})")
-        found = (iteration, torch.load(paths[iteration], map_location="cpu",
-                                       weights_only=True), None)
+        _, state = load_iteration(ckpt_dir, iteration, checkpointer.list_checkpoints(),
+                                  f"--checkpoint={iteration}")
+        found = (iteration, state, None)
     if found is None:
         raise CheckpointError(f"no checkpoint in {ckpt_dir}: train first (python -m "
                               f"alf.bin.train --root_dir={root_dir} ...), or use "

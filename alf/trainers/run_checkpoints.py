@@ -16,6 +16,7 @@ from alf.trainers import data_parallel_trainer as dp
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.experiment_signature import (check_compatible, experiment_signature,
                                                load_algorithm_state)
+from alf.trainers.milestones import MilestoneClock, keep_milestone
 from alf.trainers.run_report import RunReport
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import get_rng_state, set_rng_state
@@ -26,7 +27,8 @@ class RunCheckpoints:
 
     Args:
         root_dir: the run directory (checkpoints go to ``root_dir/train``).
-        config: the TrainerConfig (``num_checkpoints``, ``save_replay_buffer``, seed).
+        config: the TrainerConfig (``num_checkpoints``, ``save_replay_buffer``, seed,
+            ``milestone_env_steps``/``milestone_seconds``: see :mod:`alf.trainers.milestones`).
         learner: the :class:`~alf.trainers.learner.Learner` (algorithm, replay buffer).
         context: the run context (counters).
         spec_source: what the experiment signature describes (the unroller, or the
@@ -49,6 +51,7 @@ class RunCheckpoints:
         self._group = rank_group
         self.checkpointer = Checkpointer(os.path.join(root_dir, "train"), config.num_checkpoints)
         self.saved_iteration: Optional[int] = None  # iteration of the newest checkpoint
+        self._milestones = MilestoneClock(config.milestone_env_steps, config.milestone_seconds)
 
     def _state(self, wall_time_s: float) -> dict:
         metrics = self._metrics()
@@ -63,10 +66,22 @@ class RunCheckpoints:
         rb = self._learner.replay_buffer
         return rb is not None and (self._config.save_replay_buffer or rb.enable_checkpoint)
 
-    def save(self, wall_time_s: float) -> Optional[str]:
+    def milestone_due(self, wall_time_s: float) -> bool:
+        """Whether this iteration reached a milestone (:mod:`alf.trainers.milestones`),
+        after ``wall_time_s`` seconds of training. Data-parallel: every rank calls this at
+        every iteration boundary and gets rank 0's answer (their clocks differ)."""
+        clock = self._milestones
+        if not clock.enabled:
+            return False
+        due = clock.due(self._context.env_steps, wall_time_s)
+        if self._group is not None and clock.every_seconds > 0:
+            due = bool(self._group.broadcast_object(due, "agreeing on a milestone"))
+        return due
+
+    def save(self, wall_time_s: float, milestone: bool = False) -> Optional[str]:
         """Write a checkpoint of the current iteration (the caller shields it from
-        Ctrl-C). Data-parallel: every rank calls this together; rank 0 alone writes (the
-        others return None).
+        Ctrl-C); ``milestone``: also keep it as a milestone. Data-parallel: every rank
+        calls this together; rank 0 alone writes (the others return None).
 
         Raises:
             WriteFailedError: the checkpoint could not be written (e.g. the disk is full);
@@ -77,21 +92,31 @@ class RunCheckpoints:
         rb_state = rb.state_dict() if self.saves_replay_buffer() else None
         state = self._state(wall_time_s)
         iteration = self._context.iteration
-        if self._group is None:
+
+        def write(state: dict, rb_state: Optional[dict]) -> str:
             path = self.checkpointer.save(iteration, state, rb_state)
+            kept = ""
+            if milestone:
+                kept = os.path.relpath(keep_milestone(path, iteration, self._context.env_steps),
+                                       self._root_dir)
+                kept = f" (milestone {kept})"
+            self._report.line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}"
+                              + kept)
+            return path
+
+        if self._group is None:
+            path = write(state, rb_state)
         else:  # every rank's own part goes to rank 0, which writes
             gathered = dp.gather_checkpoint(self._group, state, rb_state)
             path, error = None, None
             if gathered is not None:
                 try:
-                    path = self.checkpointer.save(iteration, *gathered)
+                    path = write(*gathered)
                 except WriteFailedError as e:
                     error = e
             # a failed write stops every rank (rank 0 says why), not only rank 0
             self._group.check_together(error, "writing a checkpoint")
         self.saved_iteration = iteration
-        if path is not None:
-            self._report.line(f"[alf] saved checkpoint {os.path.relpath(path, self._root_dir)}")
         return path
 
     def restore(self) -> Optional[float]:
@@ -136,6 +161,7 @@ class RunCheckpoints:
         if metrics is not None and own_part and state.get("metrics"):
             metrics.load_state_dict(state["metrics"])
         self.saved_iteration = iteration
+        self._milestones.start(self._context.env_steps, float(state.get("wall_time_s", 0.0)))
         self._report.notice(f"[alf] resumed from iteration {iteration:,} "
                             f"({self._context.env_steps:,} env steps)")
         if self._group is None or self._group.is_main:  # bad newer files no longer count

@@ -178,13 +178,13 @@ class Trainer:
         return self._root_dir
 
     # ------------------------------------------------------------ checkpoint
-    def save_checkpoint(self) -> Optional[str]:
-        """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete);
-        see :meth:`RunCheckpoints.save`."""
+    def save_checkpoint(self, milestone: bool = False) -> Optional[str]:
+        """Write a checkpoint of the current iteration (Ctrl-C waits until it is complete),
+        ``milestone``: kept as one too; see :meth:`RunCheckpoints.save`."""
         with self._interrupts.shielded():
             if self._runner is not None:  # a learner thread: every unroll trained first
                 self._runner.drain()
-            return self._checkpoints.save(self._wall_time())
+            return self._checkpoints.save(self._wall_time(), milestone)
 
     def restore_checkpoint(self) -> bool:
         """Load the newest valid checkpoint (:meth:`RunCheckpoints.restore`); False if none."""
@@ -404,8 +404,9 @@ class Trainer:
         if ctx.iteration == first_iteration and self._is_main:
             report.warn_unused_bindings(not cfg.async_unroll and (
                 self.unroller is not None or self._eval_env is not None))
-        if ctx.iteration % cfg.checkpoint_interval == 0:
-            self.save_checkpoint()
+        milestone = self._checkpoints.milestone_due(self._wall_time())
+        if milestone or ctx.iteration % cfg.checkpoint_interval == 0:
+            self.save_checkpoint(milestone)
         report.end_of_iteration(log and log.progress, self._learner, metrics, fps, ups, now - self._loop_start,
                                 self._wall_time(), self._done(), first_iteration,
                                 self._runner.progress_text())

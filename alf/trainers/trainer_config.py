@@ -12,6 +12,8 @@ from alf.trainers.wandb_mirror import check_wandb_config
 
 _CountOrNoLimit = at_least(0, "0: no limit")
 _CountOrNever = at_least(0, "0: never")
+_EveryOrOff = at_least(0, "0: off")
+_SecondsOrOff = at_least(0, "0: off", float)
 
 
 @alf.configurable
@@ -60,7 +62,8 @@ class TrainerConfig:
             with its own copy (in-worker inference). None: picked from the machine and
             said in the log (1 with a CUDA device; on a CPU machine with >= 8 usable CPUs
             and >= 4 env workers, one per 4 env workers; else 0). At most
-            ``num_env_workers``.
+            ``num_env_workers``; above 0 only with ``async_unroll=True`` (refused
+            otherwise: a sync run acts in its own process).
         max_policy_lag: async ``"processes"``: discard (and count) trajectories collected
             with weights more than this many versions behind the learner (None: keep all).
         env_worker_timeout_s: async: an env worker that reports nothing for this long is
@@ -116,6 +119,13 @@ class TrainerConfig:
             error naming the wait.
         num_checkpoints: keep this many newest checkpoints.
         checkpoint_interval: save every this many iterations (and at the end / on Ctrl-C).
+        milestone_env_steps: also keep the checkpoint of the first iteration at or past
+            every multiple of this many env steps, as
+            ``train/milestones/ckpt-<iteration>-env_steps-<env steps>.pt``, never deleted
+            by the ``num_checkpoints`` rotation (0 = off): the policy at 1M, 2M, ... env
+            steps for later evaluation (``alf.bin.play --checkpoint=<iteration>``).
+        milestone_seconds: the same every this many seconds of training (0 = off;
+            Sample Factory's ``save_milestones_sec``).
         evaluate: run a separate evaluation env every ``eval_interval`` iterations.
         eval_interval: iterations between evaluations.
         num_eval_episodes: episodes per evaluation (split fairly over eval envs).
@@ -203,6 +213,8 @@ class TrainerConfig:
                  learner_queue_timeout_s: Positive = 600.0,
                  num_checkpoints: PositiveInt = 3,
                  checkpoint_interval: PositiveInt = 1000,
+                 milestone_env_steps: _EveryOrOff = 0,
+                 milestone_seconds: _SecondsOrOff = 0.0,
                  evaluate: bool = False,
                  eval_interval: PositiveInt = 100,
                  num_eval_episodes: PositiveInt = 10,
@@ -266,6 +278,8 @@ class TrainerConfig:
         self.learner_queue_timeout_s = float(learner_queue_timeout_s)
         self.num_checkpoints = int(num_checkpoints)
         self.checkpoint_interval = int(checkpoint_interval)
+        self.milestone_env_steps = int(milestone_env_steps)
+        self.milestone_seconds = float(milestone_seconds)
         self.evaluate = evaluate
         self.eval_interval = int(eval_interval)
         self.num_eval_episodes = int(num_eval_episodes)
@@ -305,6 +319,12 @@ class TrainerConfig:
         if self.num_iterations <= 0 and self.num_env_steps <= 0:
             raise ConfigError("Set TrainerConfig.num_iterations or TrainerConfig.num_env_steps "
                               "(both are 0, so training would never stop)")
+        if self.num_policy_workers and not self.async_unroll:  # None, 0: a sync run's way
+            raise ConfigError(
+                f"TrainerConfig.num_policy_workers={self.num_policy_workers} needs "
+                "async_unroll=True (policy workers act for env worker processes; a sync run "
+                "acts in its own process): set TrainerConfig.async_unroll=True, or "
+                "TrainerConfig.num_policy_workers=None")
         if self.async_unroll:
             self._validate_async()
         elif not (self.unroll_length > 0) and not self.offline_only:  # 0: pure offline
@@ -350,6 +370,10 @@ class TrainerConfig:
             raise ConfigError("TrainerConfig.num_env_steps cannot end pure offline training "
                               "(unroll_length=0 steps no env): set TrainerConfig.num_env_steps=0 "
                               "and TrainerConfig.num_iterations")
+        if self.offline_only and self.milestone_env_steps > 0:
+            raise ConfigError("TrainerConfig.milestone_env_steps is never reached in pure "
+                              "offline training (unroll_length=0 steps no env): use "
+                              "TrainerConfig.milestone_seconds, or set milestone_env_steps=0")
 
     def _validate_async(self) -> None:
         modes = ("processes", "deterministic", "serial")

@@ -284,4 +284,4 @@ def test_describe_unknown_parameter_names_the_configurable(alf_cli, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "alf.bin.train: error: TrainerConfig has no parameter 'num_env_step'. Did you mean: "
-        "num_env_steps, num_env_workers, stop_at_env_steps?"]
+        "num_env_steps, num_env_workers, milestone_env_steps?"]

@@ -30,6 +30,8 @@ CASES = {
                          "--conf_param", "create_environment.env_name='CartPol-v1'"]),
     "bad_value": ({}, ["--conf", "ppo_cart_pole.gin",
                        "--conf_param", "TrainerConfig.unroll_length=-1"]),
+    "policy_workers_sync": ({}, ["--conf", "ppo_cart_pole.gin",  # a sync experiment
+                                 "--conf_param", "TrainerConfig.num_policy_workers=1"]),
 }
 
 
@@ -106,3 +108,12 @@ def test_bad_value(results):
     assert "TrainerConfig.unroll_length must be > 0, got -1" in msg
     assert "(set in --conf_param 'TrainerConfig.unroll_length=-1')" in msg
 
+
+
+def test_policy_workers_on_a_sync_run_are_refused(results):
+    """Issue 29 item 5: num_policy_workers=1 with async_unroll=False used to train
+    silently without any policy worker."""
+    msg = _check_usage_error(results, "policy_workers_sync", max_lines=1)
+    assert "TrainerConfig.num_policy_workers=1 needs async_unroll=True" in msg
+    assert "set TrainerConfig.async_unroll=True, or TrainerConfig.num_policy_workers=None" in msg
+    assert "(set in --conf_param 'TrainerConfig.num_policy_workers=1')" in msg
