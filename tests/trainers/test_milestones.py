@@ -64,12 +64,6 @@ def test_milestone_seconds_in_a_real_run(make_trainer, tmp_path):
     assert [i for i, _ in _kept(root)] == [1, 2, 3]
 
 
-def test_no_milestones_by_default(make_trainer, tmp_path):
-    root = tmp_path / "run"
-    make_trainer(root, params=["TrainerConfig.num_iterations=2"]).run()
-    assert not (root / "train" / "milestones").exists()
-
-
 def test_the_clock_makes_one_milestone_per_passed_multiple():
     clock = MilestoneClock(every_env_steps=0, every_seconds=10.0)
     assert [clock.due(16 * i, s) for i, s in enumerate([9.9, 10.0, 19.0, 35.0, 39.0], 1)] == [
