@@ -55,7 +55,8 @@ class Range:
 
 
 def _number(x: float) -> str:
-    return f"{x:g}"
+    """``0.5``, ``1e-08``; a whole number in full (``4294967295``, not ``4.29497e+09``)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
 # numbers of one kind (read the annotation as the kind, the Range as its meaning)

@@ -22,6 +22,7 @@ BETA = Annotated[float, Range(0, 1, high_open=True)]
     (Range(0, 1, high_open=True), "in [0, 1)"), (Range(1), ">= 1"),
     (Range(0, low_open=True), "> 0"), (Range(high=1), "<= 1"),
     (Range(0, note="0: no limit"), ">= 0 (0: no limit)"), (Range(1e-8), ">= 1e-08"),
+    (Range(0, 2 ** 32 - 1), "in [0, 4294967295]"), (Range(0.5, 1e6), "in [0.5, 1000000]"),
 ])
 def test_range_wording(rng, text):
     assert rng.describe() == text

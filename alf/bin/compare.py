@@ -20,13 +20,15 @@ plots ``curves.png``, ``profile.png`` and ``aggregates.png``. See docs/compare.m
 import json
 import os
 import sys
-from typing import Optional
+from typing import Annotated, Optional
 
 from absl import flags
 
-from alf.bin import cli
+from alf.bin import cli, flag_ranges
+from alf.bin.out_dir import check_out_dir
+from alf.config_ranges import NonNegativeInt, Positive, PositiveInt, Range
 from alf.errors import ConfigError
-from alf.studies.compare_analysis import Settings, compare
+from alf.studies.compare_analysis import Settings, compare, short_curves_warning
 from alf.studies.compare_curves import X_AXES
 from alf.studies.compare_plots import write_plots
 from alf.studies.compare_runs import load_groups
@@ -64,6 +66,13 @@ flags.DEFINE_bool("debug", False, "Show full tracebacks.", **_SHARED)
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.compare"
+# what each numeric flag may be (alf.bin.flag_ranges); any --target is a value to reach
+RANGES = {"target": float, "max_steps": PositiveInt, "max_seconds": Positive,
+          "points": Annotated[int, Range(2)], "final_points": PositiveInt,
+          "reps": Annotated[int, Range(100)],
+          "confidence": Annotated[float, Range(0, 1, low_open=True, high_open=True)],
+          "seed": NonNegativeInt}
+flag_ranges.declare(RANGES)
 
 
 def _choice(flag: str, value: str, choices) -> str:
@@ -82,11 +91,7 @@ def _settings() -> Settings:
     if FLAGS.max_seconds is not None and x != "wall_time":
         raise ConfigError("--max_seconds caps wall-clock time: add --x wall_time, or use "
                           "--max_steps")
-    for name, low in (("points", 2), ("final_points", 1), ("reps", 100)):
-        if FLAGS[name].value < low:
-            raise ConfigError(f"--{name} must be >= {low}, got {FLAGS[name].value}")
-    if not 0.0 < FLAGS.confidence < 1.0:
-        raise ConfigError(f"--confidence must be between 0 and 1, got {FLAGS.confidence}")
+    flag_ranges.check(RANGES)
     max_x = FLAGS.max_steps if x == "env_steps" else FLAGS.max_seconds
     return Settings(metric=metric, x=x, aggregate=aggregate, target=FLAGS.target,
                     max_x=None if max_x is None else float(max_x), points=FLAGS.points,
@@ -96,15 +101,18 @@ def _settings() -> Settings:
 
 def _main() -> int:
     settings = _settings()
+    out_dir = check_out_dir("--out_dir", FLAGS.out_dir) if FLAGS.out_dir else None
     groups = load_groups(FLAGS.group, settings.metric)
     comparison = compare(groups, settings)
     if settings.max_x is not None and comparison.grid[-1] < settings.max_x:
         print(f"{PROGRAM}: the shortest run ends at {comparison.grid[-1]:,.0f}, before "
               f"{settings.max_x:,.0f}: the grid ends there", file=sys.stderr)
+    warning = short_curves_warning(comparison)
+    if warning:
+        print(f"{PROGRAM}: warning: {warning}", file=sys.stderr)
     text = markdown(comparison)
     cli.print_output(text.rstrip("\n"))
-    if FLAGS.out_dir:
-        out_dir = os.path.expanduser(FLAGS.out_dir)
+    if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         atomic_write_text(os.path.join(out_dir, "compare.md"), text)
         atomic_write_text(os.path.join(out_dir, "compare.json"),

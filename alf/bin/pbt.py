@@ -12,18 +12,21 @@ coefficients, discounts, clip ranges, ...; the list: ``alf/studies/pbt_params.py
 hyper-parameters over time. ``--noexploit`` trains the same members without exploit and
 explore (the baseline PBT should beat). Ctrl-C stops every member with a checkpoint; the
 same command continues the population; other processes and machines join it like a sweep
-(``--storage``, or a shared ``--study_dir``). Exit status: 0 done, 2 bad input, 130/143
+(``--storage``, or a shared ``--study_dir``). Exit status: 0 done, 1 every member failed
+in a generation, 2 bad input (checked before any member starts: nothing written), 130/143
 stopped.
 """
 import os
 import sys
-from typing import List
+from typing import Annotated, List
 
 import optuna
 from absl import flags
 
 from alf import config as alf_config
-from alf.bin import cli
+from alf.bin import cli, flag_ranges
+from alf.bin.out_dir import check_out_dir
+from alf.config_ranges import NonNegativeInt, PositiveInt, Probability, Range
 from alf.errors import ConfigError
 from alf.studies import pbt_report
 from alf.studies import study_store as store
@@ -59,6 +62,13 @@ flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.pbt"
+# what each numeric flag may be (alf.bin.flag_ranges)
+RANGES = {"population": Annotated[int, Range(2)], "interval": PositiveInt,
+          "num_env_steps": PositiveInt,
+          "quantile": Annotated[float, Range(0, 0.5, low_open=True)],
+          "resample_probability": Probability, "seed": NonNegativeInt,
+          "parallel": PositiveInt}
+flag_ranges.declare(RANGES)
 
 
 def _say(text: str) -> None:
@@ -72,27 +82,24 @@ def settings_from_flags() -> PbtSettings:
     if not FLAGS.param:
         raise ConfigError("give at least one --param for PBT to set, e.g. "
                           "--param 'Adam.lr=loguniform(1e-5, 1e-2)'")
+    flag_ranges.check(RANGES)
+    if FLAGS.interval is None:
+        raise ConfigError("--interval (env steps between decisions) is required, e.g. "
+                          "--interval=10000")
+    check_out_dir("--study_dir", FLAGS.study_dir)
     space = SearchSpace.parse(FLAGS.param, [FLAGS.seed])
-    for p in space.params:
-        check_mutable(p.name)
     objective = Objective.parse(FLAGS.objective, FLAGS.metric)
     if objective.kind not in ("final", "mean"):
         raise ConfigError(f"--objective={FLAGS.objective}: PBT scores a segment by final or mean")
-    if FLAGS.population < 2:
-        raise ConfigError(f"--population={FLAGS.population}: PBT needs 2 or more members")
-    if not 0.0 < FLAGS.quantile <= 0.5:
-        raise ConfigError(f"--quantile={FLAGS.quantile}: give a fraction in (0, 0.5]")
-    if not (FLAGS.interval and FLAGS.interval > 0):
-        raise ConfigError("--interval (env steps between decisions) is required, e.g. "
-                          "--interval=10000")
     conf_params = tuple(alf_config.iter_conf_params(FLAGS.conf_param))
-    config = check_runs_can_start(FLAGS.conf, conf_params, space)
+    # first: a misspelled parameter is "unknown, did you mean", not "cannot change mid-run"
+    config = check_runs_can_start(FLAGS.conf, conf_params, space, objective.metric)
+    for p in space.params:
+        check_mutable(p.name)
     total = FLAGS.num_env_steps or config.num_env_steps
     if total < FLAGS.interval:
         raise ConfigError(f"--interval={FLAGS.interval} is longer than the members' run "
                           f"({total:,} env steps): give a shorter interval or --num_env_steps")
-    if FLAGS.parallel < 1:
-        raise ConfigError(f"--parallel={FLAGS.parallel}: give 1 or more")
     return PbtSettings(FLAGS.conf, space, FLAGS.population, FLAGS.interval, total, objective,
                        quantile=FLAGS.quantile, resample_probability=FLAGS.resample_probability,
                        exploit=FLAGS.exploit, copy_replay_buffer=FLAGS.copy_replay_buffer,
@@ -101,7 +108,7 @@ def settings_from_flags() -> PbtSettings:
 
 def _main() -> int:
     settings = settings_from_flags()
-    study_dir = os.path.abspath(os.path.expanduser(FLAGS.study_dir))
+    study_dir = check_out_dir("--study_dir", FLAGS.study_dir)
     # segments are enqueued with their values: the sampler and pruner are never asked
     name, study = store.open_study(study_dir, FLAGS.storage, FLAGS.study_name, settings.spec(),
                                    "maximize", optuna.samplers.RandomSampler(),

@@ -17,17 +17,22 @@ search and TPE). ``--sampler`` defaults to ``grid`` when every space is a list, 
 worker threads sized for it). Ctrl-C stops every run with a checkpoint; rerunning the same
 command keeps finished runs and resumes stopped ones. Other sweep processes, here or on
 other machines, join the same study with the same command (a shared ``--study_dir``, or
-``--storage`` a database URL). Exit status: 0 done, 2 bad input, 130/143 stopped.
+``--storage`` a database URL); a process with nothing left to start waits for the runs
+the others are running, so each prints the study's final table. Exit status: 0 done, 1
+some runs failed (the error line says how many), 2 bad input (checked before any run
+starts: nothing written), 130/143 stopped.
 """
 import os
 import sys
-from typing import List
+from typing import Annotated, List, Sequence
 
 from absl import flags
 
 from alf import config as alf_config
-from alf.bin import cli
-from alf.errors import ConfigError
+from alf.bin import cli, flag_ranges
+from alf.bin.out_dir import check_out_dir
+from alf.config_ranges import NonNegativeInt, PositiveInt, Range
+from alf.errors import ConfigError, RunFailedError
 from alf.studies import results as study_results
 from alf.studies import study_store as store
 from alf.studies.config_check import check_runs_can_start
@@ -60,6 +65,11 @@ flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.sweep"
+# what each numeric flag may be (alf.bin.flag_ranges); seeds are TrainerConfig.random_seed
+RANGES = {"seeds": Sequence[NonNegativeInt], "n_trials": PositiveInt,
+          "parallel": PositiveInt,
+          "sampler_seed": Annotated[int, Range(0, 2 ** 32 - 1)]}  # numpy's seed range
+flag_ranges.declare(RANGES)
 
 
 def _say(text: str) -> None:
@@ -76,6 +86,7 @@ def settings_from_flags() -> SweepSettings:
     except ValueError:
         raise ConfigError(f"--seeds={','.join(FLAGS.seeds)}: give whole numbers, e.g. "
                           "--seeds=0,1,2") from None
+    flag_ranges.check(RANGES, {"seeds": seeds})
     space = SearchSpace.parse(FLAGS.param, seeds)
     sampler = FLAGS.sampler or ("grid" if space.is_grid else "tpe")
     if sampler not in SAMPLERS:
@@ -84,10 +95,8 @@ def settings_from_flags() -> SweepSettings:
         ranged = [p.name for p in space.params if not p.is_list]
         raise ConfigError(f"--sampler=grid needs a list for every --param; {', '.join(ranged)} "
                           "is a range: give a list, or use --sampler=tpe/random")
-    if sampler != "grid" and not (FLAGS.n_trials and FLAGS.n_trials > 0):
+    if sampler != "grid" and FLAGS.n_trials is None:
         raise ConfigError(f"--sampler={sampler} needs --n_trials (how many configurations)")
-    if FLAGS.parallel < 1:
-        raise ConfigError(f"--parallel={FLAGS.parallel}: give 1 or more")
     return SweepSettings(conf=FLAGS.conf, space=space,
                          objective=Objective.parse(FLAGS.objective, FLAGS.metric),
                          sampler=sampler, n_trials=FLAGS.n_trials,
@@ -98,8 +107,9 @@ def settings_from_flags() -> SweepSettings:
 
 def _main() -> int:
     settings = settings_from_flags()
-    check_runs_can_start(settings.conf, settings.conf_params, settings.space)
-    study_dir = os.path.abspath(os.path.expanduser(FLAGS.study_dir))
+    study_dir = check_out_dir("--study_dir", FLAGS.study_dir)
+    check_runs_can_start(settings.conf, settings.conf_params, settings.space,
+                         settings.objective.metric)
     name, study = store.open_study(study_dir, FLAGS.storage, FLAGS.study_name, settings.spec(),
                                    settings.objective.direction, settings.make_sampler(),
                                    settings.make_pruner())
@@ -110,9 +120,12 @@ def _main() -> int:
              f"(results: {os.path.join(study_dir, 'results.md')})")
     try:
         sweep.run()
-    finally:
+    finally:  # re-read from the study: the other processes' runs are in it too
         table = study_results.write(study_dir, study, settings.objective.name)
     cli.print_output(table)
+    failed = study_results.failure_summary(study, study_dir)
+    if failed:
+        raise RunFailedError(failed)
     return 0
 
 

@@ -20,6 +20,7 @@ stop``, Slurm, Kubernetes); both save a checkpoint at the iteration boundary fir
 import os
 import random
 import sys
+from typing import List
 
 import gin
 from absl import flags
@@ -111,9 +112,9 @@ def _read_config():
                   file=sys.stderr)
         with open(saved) as f:
             saved_text = f.read()
+        overrides = _changing(saved_text, params, saved)
         alf_config.parse_config(config_text=saved_text, conf_params=params, config_name=saved)
         import_dirs = alf_config.import_dirs_in(saved_text)
-        overrides = params
     else:
         if not FLAGS.conf:
             raise ConfigError("--conf is required for a new run, e.g. --conf=ppo_cart_pole.gin")
@@ -124,6 +125,23 @@ def _read_config():
     text = alf_config.import_path_header(import_dirs) + alf_config.config_text()
     TrainerConfig()  # bad values fail here, on rank 0, before any other rank builds
     return text, overrides
+
+
+def _changing(saved_text: str, params: List[str], saved: str) -> List[str]:
+    """The ``params`` that change the saved config: what a resume says it applied (a sweep
+    or PBT resume passes every one of its bindings again, most of them saved already)."""
+    try:
+        alf_config.parse_config(config_text=saved_text, config_name=saved)
+        before, changing = gin.config_str(), []
+        for param in params:
+            gin.parse_config(param)
+            after = gin.config_str()
+            if after != before:
+                changing.append(param)
+            before = after
+        return changing
+    except Exception:  # noqa: BLE001 - the parse that follows reports a bad binding
+        return list(params)
 
 
 def _check_root_dir_creatable(root_dir: str) -> None:

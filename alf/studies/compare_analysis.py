@@ -15,11 +15,14 @@ import numpy as np
 
 from alf.errors import UserError
 from alf.studies import stats
-from alf.studies.compare_curves import RunScores, common_grid, score_runs, x_of
+from alf.studies.compare_curves import X_LABELS, RunScores, common_grid, score_runs, x_of
 from alf.studies.compare_runs import RunGroup
 
 SCORES = ("final", "auc")
 PROFILE_POINTS = 101
+# a run's own points on the grid below which its AUC, curve band and time to the target
+# are mostly interpolation (docs/compare.md, "How many points a curve needs")
+MIN_CURVE_POINTS = 5
 
 
 @dataclass
@@ -126,6 +129,39 @@ def _group_result(group: RunGroup, scores: RunScores, taus: np.ndarray,
     band = stats.bootstrap_band(scores.curves, settings.aggregate, **boot)
     profile = stats.performance_profile_band(scores.final, taus, **boot)
     return GroupResult(group, scores, band, intervals, profile)
+
+
+def short_curves_warning(comparison: Comparison) -> Optional[str]:
+    """One line when runs have too few points of their own for the statistics asked for,
+    else None: fewer than :data:`MIN_CURVE_POINTS` on the grid (AUC, curve bands, time to
+    the target), or fewer than ``final_points`` up to its end (the final score). The
+    bootstrap intervals are over runs: they cannot show that a run's curve is coarse."""
+    s, grid = comparison.settings, comparison.grid
+    within, upto = [], []
+    for g in comparison.groups:
+        for run_dir, curve in zip(g.group.run_dirs, g.group.curves):
+            x = x_of(curve, s.x)
+            within.append((int(np.sum((x >= grid[0]) & (x <= grid[-1]))), run_dir))
+            upto.append((int(np.sum(x <= grid[-1])), run_dir))
+    parts = []
+    coarse = [c for c in within if c[0] < MIN_CURVE_POINTS]
+    if coarse:
+        what = "AUC, curve bands" + (" and time to the target" if s.target is not None else "")
+        n, run_dir = min(coarse)
+        parts.append(f"{len(coarse)} of {len(within)} runs have fewer than {MIN_CURVE_POINTS} "
+                     f"{s.metric} points on the grid ({grid[0]:,.0f} .. {grid[-1]:,.0f} "
+                     f"{X_LABELS[s.x]}; fewest: {run_dir}, {n}): their {what} are mostly "
+                     "linear interpolation between those points")
+    few = [c for c in upto if c[0] < s.final_points]
+    if few:
+        n, run_dir = min(few)
+        parts.append(f"{len(few)} run(s) have fewer than --final_points {s.final_points} "
+                     f"points up to the grid's end (fewest: {run_dir}, {n}): their final "
+                     "score averages only those")
+    if not parts:
+        return None
+    return ("; ".join(parts) + "; the confidence intervals (over runs) do not show this: "
+            "evaluate more often (TrainerConfig.eval_interval), or read these numbers as rough")
 
 
 def _checked_x(name: str, run_dir: str, curve, x: str) -> np.ndarray:

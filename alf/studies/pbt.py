@@ -90,6 +90,11 @@ class PbtSettings:
         return 1000 * self.seed + member
 
 
+def _score(score: Optional[float]) -> str:
+    """A member's score in a progress line (``failed`` for none)."""
+    return "failed" if score is None else f"{score:,.4g}"
+
+
 def segment_attrs(member: int, gen: int, hparams: Dict[str, str], parent: int,
                   event: str) -> Dict[str, Any]:
     return {"kind": "segment", "key": f"m{member}/gen_{gen}", "member": member, "gen": gen,
@@ -174,7 +179,7 @@ class Population:
         rows = read_rows(os.path.join(run_dir, PROGRESS_FILE))
         trial.set_user_attr("start_env_steps", int(rows[-1]["env_steps"]) if rows else 0)
         process = RunProcess(s.conf, run_dir, params, self._slots[slot],
-                             os.path.join(run_dir, "train.log"))
+                             os.path.join(run_dir, "train.log"), tag="pbt")
         self._active[slot] = (trial, process)
         self._say(f"[pbt] gen {a['gen']} m{a['member']}: training to {end:,} env steps "
                   f"({', '.join(f'{k}={v}' for k, v in a['hparams'].items())}) on CPU "
@@ -204,10 +209,10 @@ class Population:
                    f"no {self.settings.objective.metric} point in the segment (set "
                    "TrainerConfig.evaluate=True, or --metric train_return)")
             trial.set_user_attr("error", why[:500])
-            store.tell(self.study, trial, self._say, state=TrialState.FAIL)
+            store.tell(self.study, trial, self._say, "pbt", state=TrialState.FAIL)
             self._say(f"[pbt] {name} failed: {why} (log: {process.log_path})")
             return
-        if store.tell(self.study, trial, self._say, values=score):
+        if store.tell(self.study, trial, self._say, "pbt", values=score):
             self._say(f"[pbt] {name}: {self.settings.objective.name} {score:,.4g}")
 
     # ----- decisions
@@ -227,8 +232,7 @@ class Population:
             self._next_generation(gen, scores, [latest[i].user_attrs["hparams"]
                                                 for i in range(s.population)])
         self.study.tell(trial, gen)  # the scores are the segments' values
-        self._say(f"[pbt] gen {gen} decided: scores "
-                  f"{', '.join('failed' if x is None else f'{x:,.4g}' for x in scores)}")
+        self._say(f"[pbt] gen {gen} decided: scores {', '.join(map(_score, scores))}")
         return True
 
     def _next_generation(self, gen: int, scores: List[Optional[float]],
@@ -243,8 +247,8 @@ class Population:
                 src = os.path.join(self.study_dir, "members", f"m{d.parent}")
                 dst = os.path.join(self.study_dir, "members", f"m{d.member}")
                 copy_checkpoint(src, dst, s.copy_replay_buffer)
-                self._say(f"[pbt] gen {gen}: m{d.member} ({scores[d.member]}) <- m{d.parent} "
-                          f"({scores[d.parent]}), explore: "
+                self._say(f"[pbt] gen {gen}: m{d.member} ({_score(scores[d.member])}) <- "
+                          f"m{d.parent} ({_score(scores[d.parent])}), explore: "
                           f"{', '.join(f'{k}={v}' for k, v in d.hparams.items())}")
         for d in decisions:
             attrs = segment_attrs(d.member, gen + 1, d.hparams, d.parent, d.event)

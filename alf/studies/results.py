@@ -29,6 +29,8 @@ class ConfigResult:
         failed: seeds whose run failed.
         running: seeds running now.
         waiting: seeds enqueued, not started (or stopped, to be resumed).
+        errors: seed -> why its run failed (of the seeds in ``failed``).
+        run_dirs: seed -> its run directory, relative to the study's.
     """
     config: str
     params: Dict[str, object]
@@ -37,6 +39,13 @@ class ConfigResult:
     failed: List[int] = field(default_factory=list)
     running: List[int] = field(default_factory=list)
     waiting: List[int] = field(default_factory=list)
+    errors: Dict[int, str] = field(default_factory=dict)
+    run_dirs: Dict[int, str] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> int:
+        return (len(self.scores) + len(self.pruned) + len(self.failed) + len(self.running)
+                + len(self.waiting))
 
     @property
     def mean(self) -> float:
@@ -59,12 +68,14 @@ def collect(study: optuna.Study) -> List[ConfigResult]:
         row = results.setdefault(t.user_attrs["config"], ConfigResult(
             t.user_attrs["config"], store.trial_params(t)))
         seed = int(t.user_attrs["seed"])
+        row.run_dirs[seed] = t.user_attrs.get("run_dir", "")
         if t.state == TrialState.COMPLETE:
             row.scores[seed] = float(t.value)
         elif t.state == TrialState.PRUNED:
             row.pruned.append(seed)
         elif t.state == TrialState.FAIL:
             row.failed.append(seed)
+            row.errors[seed] = t.user_attrs.get("error", "")
         elif t.state == TrialState.WAITING:
             row.waiting.append(seed)
         else:
@@ -118,6 +129,21 @@ def write(study_dir: str, study: optuna.Study, objective_name: str) -> str:
                 writer.writerow([r.config] + [r.params.get(n) for n in names] + [seed, what, ""])
     atomic_write_text(os.path.join(study_dir, "results.csv"), out.getvalue())
     return text
+
+
+def failure_summary(study: optuna.Study, study_dir: str) -> Optional[str]:
+    """One line when runs of the study failed (whose every try failed): how many of all,
+    the first one's error and log; None when none did."""
+    rows = collect(study)
+    failed = [(r, seed) for r in rows for seed in r.failed]
+    if not failed:
+        return None
+    row, seed = failed[0]
+    log = os.path.join(study_dir, row.run_dirs.get(seed, ""), "train.log")
+    why = row.errors.get(seed) or "see its log"
+    why = why if len(why) <= 300 else why[:297] + "..."
+    return (f"{len(failed)} of {sum(r.runs for r in rows)} runs failed; the first, "
+            f"{row.config}/seed_{seed}: {why} (log: {log})")
 
 
 def best(rows: List[ConfigResult], direction: str) -> Optional[ConfigResult]:

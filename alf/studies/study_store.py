@@ -177,16 +177,18 @@ def end_trial(study: optuna.Study, trial_id: int, number: int, reason: str) -> b
         return False  # its owner (or another recovering process) finished it meanwhile
 
 
-def tell(study: optuna.Study, trial: optuna.Trial, say: Any, **result: Any) -> bool:
+def tell(study: optuna.Study, trial: optuna.Trial, say: Any, tag: str = "sweep",
+         **result: Any) -> bool:
     """``study.tell(trial, **result)``; a trial another process already ended (it judged
-    this one gone: a stalled heartbeat) is one line through ``say``, not a traceback."""
+    this one gone: a stalled heartbeat) is one line through ``say`` (``[<tag>] ...``), not
+    a traceback."""
     try:
         study.tell(trial, **result)
         return True
     except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError) as e:
         if told_by_us(study, trial._trial_id):  # pylint: disable=protected-access
             return True  # written; what raised came after (a sampler's after_trial, a reread)
-        say(f"[sweep] trial {trial.number}: another process ended it meanwhile (it judged "
+        say(f"[{tag}] trial {trial.number}: another process ended it meanwhile (it judged "
             f"this one gone); its run was enqueued again there ({type(e).__name__}: {e})")
         return False
 

@@ -7,6 +7,10 @@ machines) may run it on the same study at once, sharing its runs (see
 (:mod:`alf.studies.run_process`); its ``eval.csv`` rows are reported to Optuna as they
 appear, so a pruner can stop a run that lags the others at the same env steps.
 
+A process that finds nothing left to start while runs of other processes are still
+running waits for them (taking any run they leave, e.g. one whose process died), so that
+every process ends with the study's final results.
+
 Ctrl-C (or SIGTERM): every running run is asked to stop at its iteration boundary
 (it saves a checkpoint), its trial is ended as ``interrupted`` and its run enqueued
 again, so rerunning the sweep command resumes it; finished runs are never rerun.
@@ -15,7 +19,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import optuna
 from optuna.trial import TrialState
@@ -242,7 +246,7 @@ class Sweep:
         if score is None:
             why = (f"exit status {status}: {active.process.log_tail()}" if status else
                    f"it wrote no {objective.metric} point (does the conf evaluate? set "
-                   "TrainerConfig.eval_interval, or use --metric train_return)")
+                   "TrainerConfig.evaluate=True, or use --metric train_return)")
             trial.set_user_attr("error", why[:500])
             store.tell(study, trial, self._say, state=TrialState.FAIL)
             self._say(f"[sweep] trial {trial.number}: {key} failed: {why} "
@@ -266,6 +270,7 @@ class Sweep:
 
     def _loop(self) -> None:
         exhausted = False
+        waited = False
         while not self._stop.requested:
             for slot in [s for s in range(len(self._slots)) if s not in self._active]:
                 if exhausted or self._stop.requested:
@@ -276,7 +281,19 @@ class Sweep:
                     break
                 self._start(slot, *taken)
             if not self._active:
-                return
+                elsewhere = self._running_elsewhere()
+                if not elsewhere:
+                    return
+                if not waited:
+                    waited = True
+                    self._say(f"[sweep] nothing left to start here; waiting for {len(elsewhere)} "
+                              f"run(s) of other sweep processes ({', '.join(elsewhere[:3])}"
+                              f"{', ...' if len(elsewhere) > 3 else ''}) to end with the final "
+                              "table (Ctrl-C leaves now)")
+                time.sleep(POLL_S)
+                self._recover_due()
+                exhausted = False  # a run they leave (or a new sample of theirs) is ours
+                continue
             time.sleep(POLL_S)
             for slot, active in list(self._active.items()):
                 if self._check(active):
@@ -285,6 +302,12 @@ class Sweep:
             if self._recover_due():
                 exhausted = False
             self._status()
+
+    def _running_elsewhere(self) -> List[str]:
+        """Keys of the study's runs that other processes are running now."""
+        return [t.user_attrs["key"] for t in self.study.get_trials(
+            deepcopy=False, states=(TrialState.RUNNING,))
+            if "key" in t.user_attrs and store.is_result(t)]
 
     def _recover_due(self) -> bool:
         """Every heartbeat period: re-enqueue the runs of sweep processes that are gone

@@ -211,3 +211,24 @@ def test_progress_log_drops_a_row_cut_short_by_a_kill(tmp_path):
     log.close()
     assert [r["iteration"] for r in _rows(path)] == ["10", "11"]
     assert log.dropped_rows == 1
+
+
+def test_a_resume_names_only_the_overrides_that_change_the_saved_config(alf_cli, tmp_path):
+    """A sweep or PBT resume passes every binding again: the resume said it "applied" all of
+    them, unchanged ones included."""
+    alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO, "tiny.gin")
+    first = ["--conf_param", "TrainerConfig.num_iterations=2",
+             "--conf_param", "PPOLoss.entropy_regularization=0.01"]
+    args = ["--conf", "tiny.gin", "--root_dir", "run"]
+    assert alf_cli.run("alf.bin.train", args + first, tmp_path).returncode == 0
+    again = ["--conf_param", "PPOLoss.entropy_regularization=1e-2",
+             "--conf_param", "TrainerConfig.num_iterations=3"]
+    resumed = alf_cli.run("alf.bin.train", args + again, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    applied = [l for l in resumed.stderr.splitlines() if "applied to the saved config" in l]
+    assert applied == ["[alf] applied to the saved config (kept for later resumes): "
+                       "TrainerConfig.num_iterations=3"], resumed.stderr
+    complete = alf_cli.run("alf.bin.train", args + again, tmp_path)  # nothing changes now
+    assert complete.returncode == 0, complete.stderr
+    assert "is already complete (iteration 3," in complete.stderr
+    assert "applied to the saved config" not in complete.stderr

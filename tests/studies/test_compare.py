@@ -222,6 +222,13 @@ def test_compare_on_wall_time_with_a_mean(two_groups, capsys):
      ["runs/noclock_0 (group nc) has no wall-clock times", "--x env_steps"]),
     (["--group", "fast=runs/fast_seed*", "--aggregate", "trimmed"],
      ["--aggregate 'trimmed' is not one of iqm, mean, median"]),
+    # declared ranges (alf.bin.flag_ranges): these were accepted
+    (["--group", "fast=runs/fast_seed*", "--seed", "-1"],
+     ["--seed=-1 is out of range: it must be >= 0"]),
+    (["--group", "fast=runs/fast_seed*", "--max_steps", "0"],
+     ["--max_steps=0 is out of range: it must be >= 1"]),
+    (["--group", "fast=runs/fast_seed*", "--x", "wall_time", "--max_seconds", "-5"],
+     ["--max_seconds=-5.0 is out of range: it must be > 0"]),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(two_groups, capsys, args, words):
     status, out, err = _run(capsys, *args)
@@ -230,3 +237,26 @@ def test_bad_input_is_one_line_and_exit_status_2(two_groups, capsys, args, words
     assert len(lines) == 1 and lines[0].startswith("alf.bin.compare: error: "), err
     for w in words:
         assert w in lines[0]
+
+
+def test_curves_too_short_for_the_statistics_get_one_warning(two_groups, capsys):
+    """Runs with 2 evaluations each were compared without a word: their AUC and time to
+    the target are interpolation between 2 points, whatever the intervals say."""
+    for i, (a, b) in enumerate([(10.0, 20.0), (12.0, 25.0), (9.0, 30.0)]):
+        _write_alf_run(f"runs/two_{i}", [1000, 2000], [a, b])
+    status, out, err = _run(capsys, "--group", "two=runs/two_*", "--target", "22",
+                            "--final_points", "3")
+    assert status == 0 and _table(out)["two"][1] == "3"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("alf.bin.compare: warning: 3 of 3 runs "
+                                                   "have fewer than 5 eval_return points on "
+                                                   "the grid (1,000 .. 2,000 env steps; "
+                                                   "fewest: runs/two_0, 2): their AUC, curve "
+                                                   "bands and time to the target are mostly "
+                                                   "linear interpolation"), lines
+    assert "3 run(s) have fewer than --final_points 3 points" in lines[0]
+    assert "TrainerConfig.eval_interval" in lines[0]
+    # enough points (fast: 9 on its 2,000 .. 10,000 grid, flat: 5): no warning
+    status, out, err = _run(capsys, "--group", "fast=runs/fast_seed*", "--group",
+                            "flat=runs/flat_*", "--target", "50")
+    assert status == 0 and err == ""

@@ -110,3 +110,26 @@ def test_a_new_learning_rate_takes_effect_when_a_member_resumes(make_trainer, al
     second.run()  # restores the optimizer state (with lr 0.001), then steps with 0.0003
     lrs = [g["lr"] for opt, _, _ in second.algorithm._optimizers for g in opt.param_groups]
     assert second._context.env_steps == 64 and all(math.isclose(lr, 0.0003) for lr in lrs)
+
+
+def test_progress_lines_say_failed_for_a_member_without_a_score(tmp_path):
+    """The exploit line said ``m0 (None) <- m1 (5.25)``."""
+    import optuna
+    from alf.studies import study_store as store
+    from alf.studies.objective import Objective
+    from alf.studies.pbt import PbtSettings, Population
+    from alf.studies.search_space import SearchSpace
+    space = SearchSpace.parse(["Adam.lr=loguniform(1e-5, 1e-2)"], [0])
+    settings = PbtSettings("ppo_cart_pole.gin", space, 2, 100, 200, Objective.parse("final"),
+                           quantile=0.5, resample_probability=0.0)
+    study = store.load_study(optuna.storages.InMemoryStorage(), "p", settings.spec(),
+                             "maximize", optuna.samplers.RandomSampler(),
+                             optuna.pruners.NopPruner())
+    said = []
+    population = Population(settings, study, str(tmp_path), said.append)
+    _ckpt(tmp_path / "members" / "m1" / "train" / "ckpt-0000000010.pt", "m1 at 10")
+    population._next_generation(0, [None, 5.25], [{"Adam.lr": "0.001"}, {"Adam.lr": "0.002"}])
+    (line,) = said
+    assert line.startswith("[pbt] gen 0: m0 (failed) <- m1 (5.25), explore: Adam.lr="), line
+    assert (tmp_path / "members" / "m0" / "train" / "ckpt-0000000010.pt").read_text() == \
+        "m1 at 10"

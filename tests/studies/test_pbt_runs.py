@@ -53,6 +53,6 @@ def test_population_exploits_explores_and_resumes_after_ctrl_c(tmp_path):
         with open(os.path.join(member, "progress.csv")) as f:
             assert int(list(csv.DictReader(f))[-1]["env_steps"]) >= 4096
         with open(os.path.join(member, "train.log")) as f:
-            assert 2 <= f.read().count("[sweep] ") <= 3
+            assert 2 <= f.read().count("[pbt] ") <= 3
     assert (study / "lineage.png").stat().st_size > 10_000
     assert "| member | final score |" in rerun.stdout

@@ -270,3 +270,35 @@ def test_a_grid_rerun_retries_runs_whose_every_try_failed(tmp_path):
     study.tell(again, 5.0)
     rows = {r.config: r for r in results.collect(study)}
     assert rows["b=1"].scores == {0: 5.0} and rows["b=1"].failed == []
+
+
+def test_a_process_with_nothing_to_start_waits_for_the_others_runs(tmp_path):
+    """The first of two sweep processes to run out of work exited at once and printed a
+    table with the other's run still "running"; it waits, and its table is the final one."""
+    import threading
+    import time
+    from alf.studies import results
+    space = SearchSpace.parse(["A.b=[1]"], [0])
+    settings = SweepSettings("ppo_cart_pole.gin", space, Objective.parse("final"))
+    args = (settings.spec(), "maximize", settings.make_sampler(), settings.make_pruner())
+    study = store.load_study(store.open_storage(str(tmp_path), None), "s", *args)
+    said = []
+    sweep = Sweep(settings, study, str(tmp_path), said.append)
+    assert sweep.enqueue_missing() == 1
+    # another sweep process (alive: this pid) took the only run; it ends 1.5 s later
+    other = store.load_study(store.open_storage(str(tmp_path), None), "s", *args)
+    theirs = other.ask()
+    assert store.claim(other, theirs) and theirs.user_attrs["key"] == "b=1/seed_0"
+    timer = threading.Timer(1.5, lambda: other.tell(theirs, 7.0))
+    timer.start()
+    start = time.monotonic()
+    try:
+        sweep.run()
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start >= 1.4
+    (row,) = results.collect(study)
+    assert row.scores == {0: 7.0} and row.running == []
+    assert len(said) == 1 and said[0].startswith("[sweep] nothing left to start here; waiting "
+                                                 "for 1 run(s) of other sweep processes "
+                                                 "(b=1/seed_0)")
