@@ -101,9 +101,12 @@ class PeerTable:
         where = "" if peer.machine == self.machine else f" on {peer.host}"
         return f"rank {peer.rank} (pid {peer.pid}{where})"
 
-    def describe_failure(self, error: Optional[BaseException] = None, wait_s: float = 2.0) -> str:
-        """One sentence naming the rank(s) that are gone; ``error`` is the collective's
-        failure, if any. Waits up to ``wait_s`` for a dying local peer to be reaped."""
+    def describe_failure(self, error: Optional[BaseException] = None, wait_s: float = 2.0,
+                         timeout_s: Optional[float] = None) -> str:
+        """One sentence naming the rank(s) that are gone, or, when the collective timed
+        out (after ``timeout_s``) with none gone, the one(s) that are stuck; ``error`` is
+        the collective's failure, if any. Waits up to ``wait_s`` for a dying local peer to
+        be reaped."""
         deadline = time.monotonic() + wait_s
         dead = self.dead_local_peers()
         while not dead and time.monotonic() < deadline:
@@ -113,12 +116,28 @@ class PeerTable:
             names = ", ".join(self.describe(p) for p in dead)
             verb = "has" if len(dead) == 1 else "have"
             return f"{names} {verb} exited"
+        if timed_out(error):
+            return self._stuck(error, timeout_s)
         remote = self._remote_peers_named_in(error)
         if remote:
             return ("lost the connection to " + ", ".join(self.describe(p) for p in remote) +
                     " (that rank exited or its host is unreachable)")
         detail = f" ({_first_line(error)})" if error is not None else ""
         return f"another rank stopped{detail}"
+
+    def _stuck(self, error: BaseException, timeout_s: Optional[float]) -> str:
+        """A timed-out collective with no rank gone: the rank(s) that did not join (the
+        shared-memory all-reduce knows which; otherwise every other rank is a suspect)."""
+        late = set(getattr(error, "ranks", ()) or ())
+        suspects = [p for p in self.peers if p.rank != self.rank and (not late or p.rank in late)]
+        names = ", ".join(self.describe(p) for p in suspects)
+        within = f" within {timeout_s:.0f} s" if timeout_s is not None else ""
+        if late or len(suspects) == 1:
+            verb = "was" if len(suspects) == 1 else "were"
+            return (f"{names} {verb} still running but did not join{within}: stuck (hung, or "
+                    "starved of CPU), not exited")
+        return (f"the other ranks did not all join{within} and none has exited: one of "
+                f"{names} is stuck (hung, or starved of CPU)")
 
     def _remote_peers_named_in(self, error: Optional[BaseException]) -> List[PeerInfo]:
         if error is None:
@@ -136,6 +155,13 @@ class PeerTable:
             if addresses & hosts:
                 found.append(p)
         return found
+
+
+def timed_out(error: Optional[BaseException]) -> bool:
+    """Whether a collective failed by waiting too long (the shared-memory reducer's
+    :class:`TimeoutError`, or gloo's "Timed out waiting ...ms")."""
+    return isinstance(error, TimeoutError) or (
+        error is not None and "timed out" in str(error).lower())
 
 
 def _first_line(error: BaseException) -> str:

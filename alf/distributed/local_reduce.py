@@ -197,8 +197,17 @@ class LocalReducer:
                 self._check_peers(now - start)
                 if now - start > self._timeout_s:
                     late = [r for r in range(self._world) if col[r] < target]
-                    raise TimeoutError(f"rank(s) {late} did not reach the all-reduce within "
-                                       f"{self._timeout_s:.0f} s")
+                    raise LateRanksError(late, self._timeout_s)
+
+
+class LateRanksError(TimeoutError):
+    """Ranks that did not reach the shared-memory all-reduce within the timeout
+    (``ranks``: their numbers), for :meth:`PeerTable.describe_failure` to name."""
+
+    def __init__(self, ranks: List[int], timeout_s: float):
+        super().__init__(f"rank(s) {ranks} did not reach the all-reduce within "
+                         f"{timeout_s:.0f} s")
+        self.ranks = list(ranks)
 
 
 def _unlink(path: str) -> None:

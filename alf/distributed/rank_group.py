@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from alf.distributed import local_reduce
 from alf.distributed.faults import (PeerInfo, PeerLostError, PeerTable, StopHandler,
-                                    start_parent_watch, this_peer)
+                                    start_parent_watch, this_peer, timed_out)
 from alf.errors import UserError
 
 T = TypeVar("T")
@@ -175,10 +175,12 @@ class RankGroup:
             raise
         except (RuntimeError, dist.DistError, TimeoutError) as e:
             self._stop_handler.disarm()  # the cleanup that follows must not be cut short
-            raise self.peers.lost(f"rank {self.rank}: {self.peers.describe_failure(e)} "
-                                  f"(during {what}); this rank stops without saving (a "
-                                  "checkpoint needs every rank): rerun to resume from the "
-                                  "newest checkpoint") from None
+            why = self.peers.describe_failure(e, timeout_s=_timeout_s())
+            if timed_out(e):
+                what += f"; {TIMEOUT_ENV} sets the wait"
+            raise self.peers.lost(f"rank {self.rank}: {why} (during {what}); this rank stops "
+                                  "without saving (a checkpoint needs every rank): rerun to "
+                                  "resume from the newest checkpoint") from None
 
     def all_reduce_(self, tensor: torch.Tensor, what: str,
                     op: dist.ReduceOp = dist.ReduceOp.SUM) -> torch.Tensor:

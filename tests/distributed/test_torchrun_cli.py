@@ -77,25 +77,58 @@ def _rank_pid(launcher_pid, rank, deadline):
     raise AssertionError(f"rank {rank} did not start")
 
 
+def _stop_with_stacks(procs, logs, seconds):
+    """The launches did not finish: every rank prints its threads' stacks (SIGABRT with
+    ``PYTHONFAULTHANDLER``), everything is killed, and the test fails with the tails of
+    the logs (a hang shows where it is, instead of a bare TimeoutExpired)."""
+    for p in procs:
+        for pid in _children(p.pid):
+            try:
+                os.kill(pid, signal.SIGABRT)
+            except ProcessLookupError:
+                pass
+    time.sleep(3)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    tails = "\n".join(f"--- {log.name}:\n{log.read_text()[-6000:]}" for log in logs)
+    pytest.fail(f"the 2-node run did not finish in {seconds} s:\n{tails}")
+
+
 def test_two_node_launch_on_localhost_completes_ppo(tmp_path):
     """``--nnodes=2 --node_rank=0|1`` with the rendezvous on 127.0.0.1: node 1 has its
-    own root dir (as on a host without rank 0's disk), which stays absent."""
+    own root dir (as on a host without rank 0's disk), which stays absent.
+
+    Each node writes to a file, not a pipe (a pipe nobody reads while the test waits for
+    the other node would stop its writer, and with it the run); a collective stuck for
+    100 s is a named error (ALF_DIST_TIMEOUT_S), and a run still going at 180 s fails
+    the test with every rank's stacks."""
     conf = _conf(tmp_path, "TrainerConfig.num_iterations = 10\n")
     port = free_port()
-    procs = []
+    env = dict(_env(tmp_path), ALF_DIST_TIMEOUT_S="100", PYTHONFAULTHANDLER="1")
+    procs, logs = [], []
     for node in (0, 1):
         cmd = TORCHRUN + ["--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
                           "--master_addr=127.0.0.1", f"--master_port={port}",
                           "-m", "alf.bin.train", f"--conf={conf}",
                           f"--root_dir={tmp_path / f'node{node}'}"]
-        procs.append(subprocess.Popen(cmd, cwd=str(tmp_path), env=_env(tmp_path), text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        logs += [tmp_path / f"node{node}.out", tmp_path / f"node{node}.err"]
+        with open(logs[-2], "w") as out, open(logs[-1], "w") as err:
+            procs.append(subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=out,
+                                          stderr=err))
     try:
-        outs = [p.communicate(timeout=180) for p in procs]
+        deadline = time.monotonic() + 180
+        for p in procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _stop_with_stacks(procs, logs, 180)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+                p.wait()
+    outs = [(logs[2 * n].read_text(), logs[2 * n + 1].read_text()) for n in (0, 1)]
     for node, (p, (_, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"node {node}:\n{err[-3000:]}"
     root = tmp_path / "node0"
@@ -155,6 +188,47 @@ def test_killed_rank_stops_the_other_naming_it(tmp_path, async_unroll):
             and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not left, f"still running: {left}"
     assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_a_stuck_rank_is_named_after_the_timeout(tmp_path):
+    """A rank that stays alive but stops taking part (SIGSTOP: what a hang, or a rank
+    starved of CPU, looks like to the others) is not waited on in silence: after
+    ALF_DIST_TIMEOUT_S rank 0 stops with one line naming it as stuck, not exited."""
+    conf = _conf(tmp_path, "TrainerConfig.num_iterations = 1000000\n")
+    cmd = TORCHRUN + ["--nproc_per_node=2", f"--master_port={free_port()}", "-m",
+                      "alf.bin.train", f"--conf={conf}", f"--root_dir={tmp_path / 'run'}"]
+    env = dict(_env(tmp_path), ALF_DIST_TIMEOUT_S="15")
+    launcher = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    victim = None
+    try:
+        deadline = time.monotonic() + 120
+        victim = _rank_pid(launcher.pid, 1, deadline)
+        progress = tmp_path / "run" / "progress.csv"
+        while time.monotonic() < deadline and not (
+                progress.exists() and len(progress.read_text().splitlines()) > 2):
+            assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+            time.sleep(0.2)
+        os.kill(victim, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        _, err = launcher.communicate(timeout=150)
+        took = time.monotonic() - stopped_at
+    finally:
+        if victim is not None:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert launcher.returncode != 0
+    lines = [l for l in err.splitlines() if l.startswith("alf.bin.train: error:")]
+    assert len(lines) == 1, err[-3000:]
+    assert f"rank 1 (pid {victim}) was still running but did not join within 15 s: " \
+        "stuck (hung, or starved of CPU), not exited" in lines[0], lines[0]
+    assert "ALF_DIST_TIMEOUT_S sets the wait" in lines[0], lines[0]
+    assert took < 120, f"the launcher took {took:.0f} s to exit"
 
 
 @pytest.mark.parametrize("extra,named", [
