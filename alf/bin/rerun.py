@@ -1,7 +1,7 @@
 """``alf.bin.train --rerun=OLD --root_dir=NEW``: the exact experiment of run ``OLD``, anew.
 
 The rerun parses ``OLD/config.gin`` (every value, its seed included, so it is the same
-experiment; ``--conf_param`` may still override, e.g. another seed) and imports the user
+experiment; and the torch thread count ``OLD`` recorded, which float results depend on; ``--conf_param`` may still override, e.g. another seed) and imports the user
 modules from ``OLD/run_info/user_modules`` (the code the run used, even if the original
 files changed or moved since). Nothing else is taken from ``OLD``: no checkpoint, no log;
 ``NEW`` is a new run with its own ``run_info/``. When this alf's source differs from the
@@ -18,6 +18,18 @@ from alf.trainers import run_provenance
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.run_files import CONFIG_FILE
 from alf.trainers.user_module_copies import USER_MODULES_DIR
+
+
+def recorded_thread_count(source: str, params: Sequence[str]) -> List[str]:
+    """``["TrainerConfig.num_threads=N"]`` with the torch thread count ``source`` ran
+    with (its newest start record), so that the rerun splits every reduction the same
+    way on a machine with another CPU count; [] when the record has none or ``params``
+    set the count themselves (they come after it and win anyway)."""
+    if any("num_threads" in p for p in params):
+        return []
+    found = run_provenance.latest_record(source)
+    threads = found[0].get("torch_threads") if found else None
+    return [f"TrainerConfig.num_threads={int(threads)}"] if threads else []
 
 
 def parse_rerun_config(source: str, root_dir: str, conf: str, params: Sequence[str],
@@ -47,6 +59,7 @@ def parse_rerun_config(source: str, root_dir: str, conf: str, params: Sequence[s
                         "for the rerun (to resume that run, leave out --rerun)")
     with open(saved) as f:
         saved_text = f.read()
+    params = recorded_thread_count(source, params) + list(params)
     copies = os.path.join(source, run_provenance.RUN_INFO_DIR, USER_MODULES_DIR)
     own = os.path.join(root_dir, run_provenance.RUN_INFO_DIR, USER_MODULES_DIR)
     dirs = ([own, copies] if os.path.isdir(copies) else []) + [

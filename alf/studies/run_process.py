@@ -3,9 +3,10 @@
 Why pin: K runs side by side that each size their thread pools for the whole machine
 thrash (measured: ``sac_pendulum.gin`` ~5x slower with the 2 cores 3x oversubscribed).
 A run pinned to ``n`` CPUs (``sched_setaffinity``, inherited by its env workers) sees
-``n`` usable CPUs (:func:`alf.utils.cpu_budget.usable_cpus`) and sizes its torch threads,
-its env workers and its thread governor for them, so K trials share the machine the way
-K runs back to back would use it.
+``n`` usable CPUs (:func:`alf.utils.cpu_budget.usable_cpus`) and sizes its env workers
+and its thread governor for them, so K trials share the machine the way K runs back to
+back would use it; its torch thread count is the one a run alone would take
+(:func:`trial_environ`), since float results depend on it.
 
 The process is in its own session (a terminal's Ctrl-C reaches the sweep, which stops
 each run once, at an iteration boundary, with a checkpoint) and gets SIGTERM if the
@@ -18,9 +19,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from alf.utils.cpu_budget import usable_cpus
+from alf.utils.cpu_budget import default_thread_count, usable_cpus
 
 PR_SET_PDEATHSIG = 1
 # exit statuses of a run this process asked to stop: alf's own (130 Ctrl-C, 143 SIGTERM,
@@ -68,6 +69,17 @@ def _child_setup(cpus: Sequence[int]):
     return setup
 
 
+def trial_environ() -> Dict[str, str]:
+    """The environment of a trial's process: this one's, with ``OMP_NUM_THREADS`` set to
+    the torch thread count a run started alone here would take by default (unless the
+    user set it). A trial pinned to a slot of fewer CPUs then still splits every
+    reduction as that run does: its results do not depend on ``--parallel``
+    (docs/design/thread_budget.md). A config's own ``TrainerConfig.num_threads`` wins."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(default_thread_count()))
+    return env
+
+
 class RunProcess:
     """A running ``python -m alf.bin.train`` of one trial.
 
@@ -96,7 +108,7 @@ class RunProcess:
             log.write(f"{self._header}{' '.join(cmd)} (CPUs {self.cpus})\n".encode())
             log.flush()
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL,
+                                          stdin=subprocess.DEVNULL, env=trial_environ(),
                                           preexec_fn=_child_setup(self.cpus))
         self.pid = self._proc.pid
         self._stop_sent: Optional[float] = None

@@ -273,8 +273,9 @@ class _StallSignal:
 
 
 def _follow_thread_governor(context: Any, default: int) -> None:
-    """The learner thread's torch threads: the run's current count (the thread governor's)
-    less one CPU for the acting thread, at least 1. With OpenMP, ``torch.set_num_threads``
+    """The learner thread's torch threads: the run's count (the thread governor's, fixed
+    for the run so that results do not depend on the load) less one CPU for the acting
+    thread, at least 1. With OpenMP, ``torch.set_num_threads``
     sets the calling thread's pool only, and an OpenMP pool whose threads wait for a core
     the acting thread holds loses more than the thread it gains (measured on 2 cores:
     SAC HalfCheetah at 58 env steps/s with 2 learner threads, 71 with 1). ``default``:

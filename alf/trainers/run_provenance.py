@@ -91,6 +91,9 @@ def _record(root_dir: str, info_dir: str, config_text: str) -> str:
         "user_modules": modules,
         "packages": packages,
         "host": machine_facts.host_facts(),
+        # torch's intra-op thread count, fixed for the run: float results depend on it,
+        # so --rerun uses it (alf.bin.rerun); docs/design/thread_budget.md
+        "torch_threads": _torch_threads(),
         "device": machine_facts.device_facts(),
         "environment": machine_facts.relevant_environ(),
     }
@@ -110,6 +113,13 @@ def _command() -> Dict[str, Any]:
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
     return {"shell": shlex.join(argv), "argv": list(sys.argv), "cwd": os.getcwd(),
             "pid": os.getpid()}
+
+
+def _torch_threads() -> Optional[int]:
+    """The calling thread's torch thread count (the run's: the thread governor set it
+    before this record), or None when torch is not loaded."""
+    torch = sys.modules.get("torch")
+    return None if torch is None else int(torch.get_num_threads())
 
 
 def _bound(key: str) -> Any:

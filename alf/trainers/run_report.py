@@ -21,7 +21,7 @@ class RunReport:
     Args:
         config: the TrainerConfig (iteration/env-step targets, evaluation settings).
         context: the run context (counters, summary writer).
-        governor: the run's thread governor (its CPU-starved note and thread count).
+        governor: the run's thread governor (its CPU-starved note, thread count and CPUs).
         is_main: whether this process prints (rank 0, or the only process).
         quiet: silence progress, checkpoint and evaluation lines.
     """
@@ -92,7 +92,8 @@ class RunReport:
             ctx.add_scalar("Metrics/AverageEpisodeLength", length)
         ctx.add_scalar("Metrics/NumEpisodes", metrics.num_episodes)
         ctx.add_scalar("Speed/FPS", fps)
-        ctx.add_scalar("Speed/torch_threads", governor.threads)
+        ctx.add_scalar("Speed/torch_threads", governor.threads)  # fixed for the run
+        ctx.add_scalar("Speed/cpus_in_use", governor.cpus_in_use)  # follows the load
         if governor.load.wait_share is not None:  # share of time waiting for a CPU
             ctx.add_scalar("Speed/cpu_wait_share", governor.load.wait_share)
         if iter_seconds > 0:

@@ -137,16 +137,17 @@ class TrainerConfig:
             (the first gradient step with ``update_counter_every_mini_batch``).
         debug_summaries: extra (more expensive) summaries.
         progress_interval_seconds: seconds between console progress lines.
-        num_threads: the most torch intra-op threads (None: every CPU this process may
-            use, i.e. its affinity mask capped by a cgroup CPU quota). Tiny networks are
-            fastest with 1. With ``adapt_threads`` the run uses fewer while other
-            processes keep its CPUs busy (docs/configuration.md, "Several runs on one
-            machine").
-        adapt_threads: every second, set torch's threads to the CPUs other processes
-            leave free (between 1 and ``num_threads``), so that a run next to another
-            CPU-bound process slows down by its fair share instead of fighting it for
-            cores. False pins exactly ``num_threads`` (float results can depend on the
-            thread count: pin it for bit-identical reruns on a machine that is not idle).
+        num_threads: torch's intra-op thread count, fixed for the whole run (None: the
+            CPUs this process starts with, i.e. its affinity mask capped by a cgroup CPU
+            quota, or ``OMP_NUM_THREADS`` if set). Float results depend on it (torch
+            splits reductions into one part per thread), so it is part of what a seed
+            names; it never follows the load. Tiny networks are fastest with 1.
+        adapt_threads: every second, let the run's threads run only on the CPUs other
+            processes leave free (between 1 and ``num_threads`` CPUs), so that a run next
+            to another CPU-bound process slows down by its fair share instead of
+            fighting it for cores. It moves threads between CPUs and never changes their
+            number, so results are bit for bit the same as with False (which keeps every
+            CPU whatever the load; docs/design/thread_budget.md).
         metric_buffer_size: episodes averaged for AverageReturn / AverageEpisodeLength.
         save_replay_buffer: also checkpoint the replay buffer (a separate file).
         device: where the algorithm, its states and the replay buffer live ("cpu",

@@ -1,4 +1,4 @@
-"""How many CPUs this process may use, how busy they are, and how many torch threads that allows.
+"""How many CPUs this process may use, how busy they are, and how a run shares them.
 
 Researchers run several seeds on one machine. A torch (OpenMP) thread pool
 sized for the whole machine, next to another CPU-bound process, loses a core
@@ -11,25 +11,30 @@ vs 3.5 s. Three measures, all here:
 
 - :func:`prefer_yielding_thread_pools` (called by ``import alf`` before torch
   loads): an idle OpenMP thread spins only briefly before it sleeps
-  (``GOMP_SPINCOUNT=20000``, ``KMP_BLOCKTIME=1``) instead of libgomp's long spin,
+  (``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME=1``) instead of libgomp's long spin,
   unless the user chose a wait policy;
 - :func:`usable_cpus`: the CPUs this process may run on: its affinity mask,
   capped by a cgroup CPU quota (a container limited to 2 CPUs of a 64-core
   host gets 2, where torch would start 64 threads);
-- :class:`ThreadGovernor`: every ``period_s`` it measures how much of those
-  CPUs other jobs keep busy (``/proc/stat`` minus this process's and its env
-  workers' CPU time) and sets torch's intra-op threads to what is left, between 1 and the
-  configured maximum; and it says when the run is CPU-starved (its threads
-  wait for a CPU a large share of the time, per ``/proc/<pid>/task/*/schedstat``).
+- :class:`ThreadGovernor`: torch's thread count is fixed for the whole run (it
+  changes float results, so a seed could not name a run otherwise); every
+  ``period_s`` the governor measures how much of the CPUs other jobs keep busy
+  (``/proc/stat`` minus this process's and its env workers' CPU time) and lets the
+  run's threads run on only the CPUs left free (:mod:`alf.utils.cpu_affinity`),
+  which leaves every result bit for bit unchanged; and it says when the run is
+  CPU-starved (its threads wait for a CPU a large share of the time, per
+  ``/proc/<pid>/task/*/schedstat``). docs/design/thread_budget.md says why.
 
 Everything degrades quietly where ``/proc`` or cgroups are missing (other
-systems): the thread count then stays at the maximum and nothing is reported.
+systems): the run then keeps every CPU and nothing is reported.
 """
 import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
+
+from alf.utils import cpu_affinity
 
 # OpenMP runtimes read these when they load; torch loads libgomp (or Intel's
 # runtime) at import, so they must be in the environment before ``import torch``.
@@ -85,11 +90,17 @@ def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> Optional[float]:
         return None
 
 
+# the CPUs this process was started with, while a ThreadGovernor has narrowed them (None
+# otherwise): what "usable" means for the rest of the run (thread counts, env workers)
+_LAUNCH_AFFINITY: Optional[List[int]] = None
+
+
 def _affinity() -> Sequence[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
+    """This process's CPUs: its affinity mask as started (a thread governor's temporary
+    narrowing does not count)."""
+    if _LAUNCH_AFFINITY is not None:
+        return list(_LAUNCH_AFFINITY)
+    return cpu_affinity.current_affinity()
 
 
 def usable_cpus() -> int:
@@ -111,25 +122,9 @@ def _omp_num_threads() -> Optional[int]:
     return n if n > 0 else None
 
 
-def _busy_ticks(cpus: Sequence[int]) -> Optional[float]:
-    """Clock ticks the given CPUs have spent busy (not idle / iowait) since boot."""
-    wanted = {f"cpu{c}" for c in cpus}
-    busy = 0.0
-    found = 0
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if not line.startswith("cpu") or line.startswith("cpu "):
-                    continue
-                fields = line.split()
-                if fields[0] not in wanted:
-                    continue
-                ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
-                busy += sum(ticks) - ticks[3] - ticks[4]
-                found += 1
-    except (OSError, ValueError, IndexError):
-        return None
-    return busy if found else None
+def _busy_ticks(cpus: Sequence[int]) -> Optional[Dict[int, float]]:
+    """Clock ticks each of the given CPUs has spent busy since boot (None: unknown)."""
+    return cpu_affinity.busy_ticks_per_cpu(cpus)
 
 
 def _own_wait_ns() -> Optional[Sequence[int]]:
@@ -172,15 +167,17 @@ class CpuSample:
     own_cpu_s: float  # this process's CPU seconds (all its threads)
     run_wait_ns: Optional[Sequence[int]]  # this process's threads: (on CPU, waiting) ns
     children: Dict[int, float]  # this run's child processes: pid -> CPU seconds
+    per_cpu_s: Optional[Dict[int, float]] = None  # CPU -> busy seconds since boot
 
     @classmethod
     def take(cls, cpus: Sequence[int], child_pids: Sequence[int] = ()) -> "CpuSample":
         """Read the clocks now: busy time of ``cpus``, this process's, ``child_pids``'."""
         t = os.times()
-        busy = _busy_ticks(cpus)
-        return cls(time.monotonic(), None if busy is None else busy / _CLOCK_TICKS,
+        ticks = _busy_ticks(cpus)
+        per_cpu = None if ticks is None else {c: v / _CLOCK_TICKS for c, v in ticks.items()}
+        return cls(time.monotonic(), None if per_cpu is None else sum(per_cpu.values()),
                    t.user + t.system, _own_wait_ns(),
-                   {pid: _processes_cpu_s([pid]) for pid in child_pids})
+                   {pid: _processes_cpu_s([pid]) for pid in child_pids}, per_cpu)
 
 
 @dataclass
@@ -221,16 +218,17 @@ def load_between(a: CpuSample, b: CpuSample, capacity: int) -> CpuLoad:
     return CpuLoad(others, foreign, share)
 
 
-def threads_for(load: CpuLoad, usable: int, maximum: int, current: int,
-                capacity: Optional[int] = None) -> int:
-    """Torch threads to use next: the CPUs other jobs leave free, within [1, maximum].
+def cpus_for(load: CpuLoad, usable: int, maximum: int, current: int,
+             capacity: Optional[int] = None) -> int:
+    """CPUs the run's threads should run on next: those other jobs leave free, within
+    [1, maximum].
 
     Other jobs are ``load.foreign``: this run's own env workers are not counted, since
     the config sized them next to the learner (an async SAC run whose learner gave its
-    second thread to its own busy worker was 11% slower on an idle machine).
+    second CPU to its own busy worker was 11% slower on an idle machine).
 
     ``capacity``: the CPUs ``load`` was measured over (default ``usable``).
-    Hysteresis: a thread is added only when a whole further CPU (minus a quarter) is
+    Hysteresis: a CPU is added only when a whole further CPU (minus a quarter) is
     free, and removed when less than half of the current count's last CPU is; so a
     run does not flip between counts on noise.
     """
@@ -263,19 +261,36 @@ def _torch_default_threads(torch) -> int:
     return _TORCH_DEFAULT_THREADS
 
 
+def default_thread_count() -> int:
+    """torch's thread count for a run that does not set ``TrainerConfig.num_threads``:
+    ``OMP_NUM_THREADS`` if set, else the CPUs this process started with
+    (:func:`usable_cpus`) capped by torch's own default. A function of the machine and
+    the environment, never of the load (docs/design/thread_budget.md)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    return _omp_num_threads() or min(usable_cpus(), _torch_default_threads(torch))
+
+
 class ThreadGovernor:
-    """Sizes torch's intra-op thread pool to the CPUs other jobs leave free.
+    """Keeps torch's thread count fixed and lets the run's threads use only the CPUs
+    other jobs leave free.
 
     Call :meth:`tick` from the main thread often (e.g. every training iteration;
-    it does work only every ``period_s``). Torch threads are changed with
-    ``torch.set_num_threads``, which takes effect at the next parallel region.
+    it does work only every ``period_s``). The thread count is set once, here: torch
+    splits reductions and convolution gradients into one part per thread, so the count
+    changes float results and a run whose count followed the machine's load could not
+    be reproduced from its seed. What follows the load is the set of CPUs every thread
+    of this process may run on (:func:`alf.utils.cpu_affinity.pin_process`): which and
+    how many CPUs the same threads run on changes no result. Child processes (env
+    workers) keep the launch CPUs: they are not narrowed, and one started while the
+    run was narrowed is widened back.
 
     Args:
-        maximum: the most torch threads to use (``TrainerConfig.num_threads``; when
+        maximum: torch's thread count (``TrainerConfig.num_threads``, exactly; when
             None, ``OMP_NUM_THREADS`` if set, else :func:`usable_cpus` capped by torch's
-            own default); adaptive governors clip it to :func:`usable_cpus`.
-        adaptive: False pins exactly ``maximum`` threads (bit-identical reruns do not
-            depend on the machine's load); the load is still measured and reported.
+            own default). It depends on the configuration and, by default, on the CPUs
+            the run starts with, never on their load.
+        adaptive: False keeps every launch CPU whatever the load (the load is still
+            measured and reported).
         period_s: seconds between measurements.
         child_pids: returns the pids of this run's child processes (env workers), so
             that their CPU time is not reported as another job's.
@@ -288,17 +303,21 @@ class ThreadGovernor:
         import torch  # pylint: disable=import-outside-toplevel
         self._torch = torch
         self.usable = usable_cpus()
-        self.maximum = (max(1, int(maximum)) if maximum else
-                        _omp_num_threads() or min(self.usable, _torch_default_threads(torch)))
-        if adaptive:
-            self.maximum = min(self.maximum, self.usable)
+        # an explicit count is exact (a config names its results); the default is sized
+        # to the CPUs the run starts with, never to their load
+        self.maximum = max(1, int(maximum)) if maximum else default_thread_count()
         self.adaptive = adaptive
         self.period_s = period_s
-        self._cpus = _affinity()
+        self._launch = list(_affinity())  # the CPUs this run started with
+        self._cpus = list(self._launch)
         self._child_pids = child_pids
+        self._widened_children: set = set()
         self._initial = torch.get_num_threads()
-        self.threads = self.maximum
+        self.threads = self.maximum  # never changes during the run
         self._set(self.threads)
+        # the most CPUs worth running on: one per torch thread, within the quota
+        self._cpu_limit = max(1, min(self.threads, self.usable, len(self._launch)))
+        self.cpus_in_use = self._cpu_limit
         self._last = self._sample()
         self.load = CpuLoad(None, None, None)  # over the last period
 
@@ -307,32 +326,74 @@ class ThreadGovernor:
             pids = list(self._child_pids())
         except Exception:  # noqa: BLE001 - a closing unroller: measure without children
             pids = []
-        return CpuSample.take(self._cpus, pids)
+        return CpuSample.take(self._launch, pids)
 
     def _set(self, n: int) -> None:
         if self._torch.get_num_threads() != n:
             self._torch.set_num_threads(n)
 
+    @property
+    def narrowed(self) -> bool:
+        """The run's threads currently run on fewer CPUs than it started with."""
+        return self._cpus != self._launch
+
     def tick(self, force: bool = False) -> bool:
-        """Measure and resize if ``period_s`` has passed (or ``force``); True if measured."""
+        """Measure and narrow or widen the run's CPUs if ``period_s`` has passed (or
+        ``force``); True if measured."""
         now = time.monotonic()
         if not force and now - self._last.wall < self.period_s:
             return False
         sample = self._sample()
         if sample.wall - self._last.wall <= 0:
             return False
-        self.load = load_between(self._last, sample, len(self._cpus))
-        self._last = sample
+        previous, self._last = self._last, sample
+        self.load = load_between(previous, sample, len(self._launch))
         if self.adaptive:
-            self.threads = threads_for(self.load, self.usable, self.maximum, self.threads,
-                                       capacity=len(self._cpus))
-            self._set(self.threads)
+            self.cpus_in_use = cpus_for(self.load, self.usable, self._cpu_limit,
+                                        self.cpus_in_use, capacity=len(self._launch))
+            self._place(previous, sample)
+        if self.narrowed:
+            self._widen_new_children(sample.children)
         return True
 
+    def _place(self, previous: CpuSample, sample: CpuSample) -> None:
+        """Run on the ``cpus_in_use`` launch CPUs that others kept least busy (all of
+        them when none is to be given back)."""
+        global _LAUNCH_AFFINITY  # pylint: disable=global-statement
+        if self.cpus_in_use >= self._cpu_limit:
+            wanted = list(self._launch)
+        elif previous.per_cpu_s is None or sample.per_cpu_s is None:
+            return  # nothing to choose by: keep the CPUs
+        else:
+            dt = sample.wall - previous.wall
+            busy = {c: (sample.per_cpu_s.get(c, 0.0) - previous.per_cpu_s.get(c, 0.0)) / dt
+                    for c in self._launch}
+            own = (sample.own_cpu_s - previous.own_cpu_s) / dt
+            wanted = cpu_affinity.least_busy(self._launch, self.cpus_in_use, busy, own,
+                                             self._cpus)
+        if wanted == self._cpus:
+            return
+        if cpu_affinity.pin_process(wanted):
+            self._cpus = wanted
+            _LAUNCH_AFFINITY = None if wanted == self._launch else list(self._launch)
+
+    def _widen_new_children(self, children: Dict[int, float]) -> None:
+        """A child started while the run was narrowed inherited the narrow mask: give it
+        the launch CPUs (the governor narrows only this process)."""
+        for pid in children:
+            if pid not in self._widened_children:
+                cpu_affinity.pin_process(self._launch, pid)
+                self._widened_children.add(pid)
+
     def restore(self) -> None:
-        """Give torch back the thread count it had before this governor (a notebook or a
-        test that trains twice must not inherit a load-reduced count)."""
+        """Give torch back the thread count it had before this governor, and this
+        process its launch CPUs (a notebook or a test that trains twice must not
+        inherit a narrowed run)."""
+        global _LAUNCH_AFFINITY  # pylint: disable=global-statement
         self._set(self._initial)
+        if self.narrowed and cpu_affinity.pin_process(self._launch):
+            self._cpus = list(self._launch)
+            _LAUNCH_AFFINITY = None
 
     @property
     def starved(self) -> bool:
@@ -350,5 +411,5 @@ class ThreadGovernor:
         waited = (f", waited for a CPU {load.wait_share:.0%} of the time"
                   if load.wait_share is not None else "")
         return (f" | CPU-starved: other processes busy on {load.foreign:.1f} of "
-                f"{self.usable} CPUs{waited}; {self.threads} torch thread"
-                f"{'s' if self.threads != 1 else ''}")
+                f"{self.usable} CPUs{waited}; running on {len(self._cpus)} of them, "
+                f"{self.threads} torch thread{'s' if self.threads != 1 else ''}")

@@ -1,5 +1,6 @@
 """alf.utils.cpu_budget: usable CPUs, the OpenMP wait policy, and the thread governor that
-gives the CPUs other processes keep busy back to them (issue 18, item 1)."""
+gives the CPUs other processes keep busy back to them (issue 18, item 1) without changing
+torch's thread count, so that a seed names a run on a busy machine too (issue 29, item 1)."""
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import torch
 
 from alf.utils import cpu_budget
 from alf.utils.cpu_budget import (CpuLoad, CpuSample, ThreadGovernor, load_between,
-                                  prefer_yielding_thread_pools, threads_for, usable_cpus)
+                                  cpus_for, prefer_yielding_thread_pools, usable_cpus)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -75,8 +76,8 @@ def test_usable_cpus_is_capped_by_a_quota(monkeypatch):
     assert usable_cpus() == 1
 
 
-def _sample(wall, busy, own, run_wait=(0, 0), children=None):
-    return CpuSample(wall, busy, own, run_wait, children or {})
+def _sample(wall, busy, own, run_wait=(0, 0), children=None, per_cpu=None):
+    return CpuSample(wall, busy, own, run_wait, children or {}, per_cpu)
 
 
 def test_load_between_separates_other_jobs_from_own_children():
@@ -101,28 +102,28 @@ def test_load_between_separates_other_jobs_from_own_children():
     (2.0, 2, 1),   # never below 1
     (None, 2, 2),  # nothing measured: unchanged
 ])
-def test_threads_for(others, current, expected):
-    assert threads_for(CpuLoad(others, others, None), usable=2, maximum=2,
+def test_cpus_for(others, current, expected):
+    assert cpus_for(CpuLoad(others, others, None), usable=2, maximum=2,
                        current=current) == expected
 
 
-def test_threads_for_leaves_own_env_workers_alone():
-    # the run's own busy env worker (others 1.0, foreign 0.0) takes no learner thread
-    assert threads_for(CpuLoad(1.0, 0.0, None), usable=2, maximum=2, current=2) == 2
+def test_cpus_for_leaves_own_env_workers_alone():
+    # the run's own busy env worker (others 1.0, foreign 0.0) takes no learner CPU
+    assert cpus_for(CpuLoad(1.0, 0.0, None), usable=2, maximum=2, current=2) == 2
 
 
-def test_threads_for_a_quota_inside_a_big_affinity_mask():
+def test_cpus_for_a_quota_inside_a_big_affinity_mask():
     # docker --cpus=2 on a 64-CPU host: 30 CPUs of other jobs leave the 2-CPU quota free
     load = CpuLoad(30.0, 30.0, None)
-    assert threads_for(load, usable=2, maximum=2, current=2, capacity=64) == 2
-    assert threads_for(CpuLoad(63.5, 63.5, None), usable=2, maximum=2, current=2,
+    assert cpus_for(load, usable=2, maximum=2, current=2, capacity=64) == 2
+    assert cpus_for(CpuLoad(63.5, 63.5, None), usable=2, maximum=2, current=2,
                        capacity=64) == 1
 
 
-def test_threads_for_many_cores():
+def test_cpus_for_many_cores():
     load = CpuLoad(5.2, 5.2, None)
-    assert threads_for(load, usable=16, maximum=16, current=16) == 11  # 10.8 free
-    assert threads_for(load, usable=16, maximum=4, current=4) == 4
+    assert cpus_for(load, usable=16, maximum=16, current=16) == 11  # 10.8 free
+    assert cpus_for(load, usable=16, maximum=4, current=4) == 4
 
 
 def _scripted(monkeypatch, samples):
@@ -130,28 +131,71 @@ def _scripted(monkeypatch, samples):
     monkeypatch.setattr(CpuSample, "take", classmethod(lambda cls, cpus, pids=(): next(it)))
 
 
-def test_governor_resizes_torch_threads_and_reports_starvation(monkeypatch, restore_threads):
+def test_governor_narrows_cpus_keeps_threads_and_reports_starvation(monkeypatch,
+                                                                    restore_threads):
+    """Issue 29: the governor used to drop torch to 1 thread here, which changed the
+    float results of the run; now the thread count stays and the CPUs narrow."""
     monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
     monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
+    pinned = []
+    monkeypatch.setattr(cpu_budget.cpu_affinity, "pin_process",
+                        lambda cpus, pid=None: pinned.append((list(cpus), pid)) or True)
     _scripted(monkeypatch, [
-        _sample(0.0, 0.0, 0.0, (0, 0)),
-        _sample(1.0, 2.0, 0.9, (900, 900)),     # another job used 1.1 CPUs; we waited 50%
-        _sample(2.0, 3.0, 1.9, (1900, 900)),    # it stopped: 0.0 CPUs
+        _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
+        # another job used 1.1 CPUs, mostly CPU 0; we waited 50%
+        _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 1.0, 1: 1.0}),
+        # it stopped: 0.0 CPUs
+        _sample(2.0, 3.0, 1.9, (1900, 900), per_cpu={0: 1.0, 1: 2.0}),
     ])
     before = torch.get_num_threads()
     gov = ThreadGovernor(2, adaptive=True)
-    assert gov.threads == 2 and torch.get_num_threads() == 2
+    assert gov.threads == 2 and torch.get_num_threads() == 2 and gov.cpus_in_use == 2
     assert gov.progress_note() == ""
     assert gov.tick(force=True)
-    assert gov.threads == 1 and torch.get_num_threads() == 1
+    assert gov.threads == 2 and torch.get_num_threads() == 2  # unchanged: same results
+    assert gov.cpus_in_use == 1 and gov.narrowed and pinned == [([0], None)]
+    assert cpu_budget._affinity() == [0, 1]  # the run's usable CPUs are still the launch ones
     assert gov.starved
     assert gov.progress_note() == (" | CPU-starved: other processes busy on 1.1 of 2 CPUs, "
-                                   "waited for a CPU 50% of the time; 1 torch thread")
+                                   "waited for a CPU 50% of the time; running on 1 of them, "
+                                   "2 torch threads")
     assert gov.tick(force=True)
-    assert gov.threads == 2 and torch.get_num_threads() == 2 and not gov.starved
+    assert gov.cpus_in_use == 2 and not gov.narrowed and not gov.starved
+    assert pinned[-1] == ([0, 1], None) and torch.get_num_threads() == 2
     torch.set_num_threads(1)
     gov.restore()  # what torch had before the governor
     assert torch.get_num_threads() == before
+
+
+def test_least_busy_picks_the_cpus_others_leave_free():
+    from alf.utils.cpu_affinity import least_busy
+    # a busy loop on CPU 1; this run (1.0 CPU-s/s) ran on both
+    assert least_busy([0, 1], 1, {0: 0.5, 1: 1.5}, own_s=1.0, current=[0, 1]) == [0]
+    # pinned to CPU 1 next to another run there, CPU 0 idle: move
+    assert least_busy([0, 1], 1, {0: 0.0, 1: 1.0}, own_s=0.5, current=[1]) == [0]
+    # noise (under a quarter CPU) keeps the current CPU
+    assert least_busy([0, 1], 1, {0: 0.0, 1: 0.6}, own_s=0.5, current=[1]) == [1]
+    assert least_busy([0, 1, 2, 3], 2, {0: 1, 1: 0, 2: 1, 3: 0}, 0.0, [0, 1, 2, 3]) == [1, 3]
+
+
+def test_a_child_started_while_narrowed_gets_the_launch_cpus(monkeypatch, restore_threads):
+    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
+    pinned = []
+    monkeypatch.setattr(cpu_budget.cpu_affinity, "pin_process",
+                        lambda cpus, pid=None: pinned.append((list(cpus), pid)) or True)
+    _scripted(monkeypatch, [
+        _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
+        _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 0.5, 1: 1.5}),
+        _sample(2.0, 4.0, 1.8, (1800, 1800), {77: 0.1}, per_cpu={0: 1.0, 1: 3.0}),
+        _sample(3.0, 6.0, 2.7, (2700, 2700), {77: 0.2}, per_cpu={0: 1.5, 1: 4.5}),
+    ])
+    gov = ThreadGovernor(2, adaptive=True, child_pids=lambda: [77])
+    gov.tick(force=True)
+    assert pinned == [([0], None)]
+    gov.tick(force=True)  # worker 77 appeared while narrowed: widened once
+    gov.tick(force=True)
+    assert pinned == [([0], None), ([0, 1], 77)]
 
 
 def test_pinned_governor_keeps_its_count_but_still_reports(monkeypatch, restore_threads):
@@ -172,7 +216,9 @@ def test_governor_without_a_maximum_follows_omp_num_threads(monkeypatch, restore
     assert ThreadGovernor(None).maximum == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert ThreadGovernor(None).maximum == 8
-    assert ThreadGovernor(16).maximum == 8  # adaptive: never more than the usable CPUs
+    # an explicit count is exact, even above the usable CPUs: the config names its
+    # results (issue 29; until then an adaptive governor clipped it to 8 here)
+    assert ThreadGovernor(16).maximum == 16
     # never more than torch's own default either (physical cores on SMT machines)
     monkeypatch.setattr(cpu_budget, "_TORCH_DEFAULT_THREADS", 4)
     assert ThreadGovernor(None).maximum == 4
@@ -180,8 +226,8 @@ def test_governor_without_a_maximum_follows_omp_num_threads(monkeypatch, restore
 
 def test_governor_measures_real_busy_neighbours(restore_threads):
     """The failure of issue 18 item 1, at its root: with every usable CPU kept busy by
-    other processes, a run with a thread per CPU drops to one torch thread and says it
-    is starved (before, its threads fought the neighbours for the cores). This process
+    other processes, a run with a thread per CPU narrows to one CPU (keeping its torch
+    threads, issue 29) and says it is starved (before, its threads fought the neighbours for the cores). This process
     and the hogs share the same (at most 2) CPUs, so the figures do not depend on the
     machine's size."""
     cpus = sorted(os.sched_getaffinity(0))[:2]
@@ -207,10 +253,14 @@ def test_governor_measures_real_busy_neighbours(restore_threads):
         for h in hogs:
             h.kill()
             h.wait()
+        narrowed_to = gov.cpus_in_use
+        gov.restore()  # every thread of this process back on the launch CPUs
         os.sched_setaffinity(0, old_affinity)
     if gov.load.others is None:
         pytest.skip("no /proc/stat on this system")
     assert gov.load.others > usable - 1.0
-    assert gov.threads == 1 and torch.get_num_threads() == 1
+    # torch keeps its threads (results unchanged); the run narrows to one CPU
+    assert gov.threads == usable and torch.get_num_threads() == usable
+    assert narrowed_to == 1
     assert gov.load.wait_share is None or gov.load.wait_share > 0.4, gov.load
     assert gov.starved and "CPU-starved" in gov.progress_note()
