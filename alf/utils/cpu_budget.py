@@ -11,7 +11,7 @@ vs 3.5 s. Three measures, all here:
 
 - :func:`prefer_yielding_thread_pools` (called by ``import alf`` before torch
   loads): an idle OpenMP thread spins only briefly before it sleeps
-  (``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME=1``) instead of libgomp's long spin,
+  (``GOMP_SPINCOUNT=1000``, ``KMP_BLOCKTIME=1``) instead of libgomp's long spin,
   unless the user chose a wait policy;
 - :func:`usable_cpus`: the CPUs this process may run on: its affinity mask,
   capped by a cgroup CPU quota (a container limited to 2 CPUs of a 64-core
@@ -41,9 +41,12 @@ from alf.utils import cpu_affinity
 # An idle OpenMP thread spins this long for the next parallel region, then sleeps:
 # libgomp's default spins 300,000 times (and OMP_WAIT_POLICY=ACTIVE forever) on a
 # core another process may want; PASSIVE (no spin) made sac_pendulum.gin 1.5x
-# slower alone (33 s vs 22 s), 20,000 spins kept its speed (20-23 s). Intel's
-# runtime: 1 ms instead of its 200 ms default.
-YIELDING_ENV = {"GOMP_SPINCOUNT": "20000", "KMP_BLOCKTIME": "1"}
+# slower alone (33 s vs 22 s). 20,000 spins (~0.5-1 ms) kept that speed, but once the
+# governor narrows a run's threads onto fewer CPUs (issue 29) a waiting thread spins
+# on the very CPU its partner needs, every parallel region: a 2-thread MLP update on
+# 1 CPU took 80 s with 20,000 spins, 12 s with 1,000, 4 s with 1 thread.
+# docs/benchmarks.md, "A busy machine". Intel's runtime: 1 ms instead of its 200 ms.
+YIELDING_ENV = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "1"}
 # any of these set means the user chose how OpenMP threads wait: leave it alone
 # (GOMP_SPINCOUNT: libgomp's spin count; KMP_BLOCKTIME: Intel's runtime)
 WAIT_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")

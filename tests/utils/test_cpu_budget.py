@@ -25,8 +25,8 @@ def restore_threads():
 
 def test_prefer_yielding_bounds_the_spin_unless_user_chose():
     env = {}
-    assert prefer_yielding_thread_pools(env) == {"GOMP_SPINCOUNT": "20000", "KMP_BLOCKTIME": "1"}
-    assert env["GOMP_SPINCOUNT"] == "20000"
+    assert prefer_yielding_thread_pools(env) == {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "1"}
+    assert env["GOMP_SPINCOUNT"] == "1000"
     for chosen in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "300000"},
                    {"KMP_BLOCKTIME": "200"}):
         env = dict(chosen)
@@ -34,7 +34,7 @@ def test_prefer_yielding_bounds_the_spin_unless_user_chose():
         assert env == chosen
 
 
-@pytest.mark.parametrize("preset,expected", [(None, "20000"), ("ACTIVE", "unset")])
+@pytest.mark.parametrize("preset,expected", [(None, "1000"), ("ACTIVE", "unset")])
 def test_import_alf_sets_the_wait_policy_before_torch_loads(preset, expected):
     env = {k: v for k, v in os.environ.items() if k not in cpu_budget.WAIT_POLICY_VARS}
     if preset:
