@@ -193,8 +193,11 @@ def _scalars(root, tag):
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
+# Final average return with seed 0 (the runs are deterministic): APPO 215 at 15k steps
+# (seeds 1-3: 306, 163, 198; 442 at 30k, 3x the time), IMPALA 167 at 64k (115 at 40k, too
+# close to the threshold to shorten).
 @pytest.mark.parametrize("name,conf,steps", [
-    ("APPOAlgorithm", "include 'appo_cart_pole.gin'\n", 30000),
+    ("APPOAlgorithm", "include 'appo_cart_pole.gin'\n", 15000),
     ("ImpalaAlgorithm", "include 'impala_cart_pole.gin'\nTrainerConfig.evaluate = False\n",
      64000)])
 def test_learns_cart_pole_in_a_short_sync_run(make_trainer, tmp_path, name, conf, steps):
