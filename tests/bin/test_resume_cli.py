@@ -132,21 +132,33 @@ def test_kill_after_checkpoint_then_resume_keeps_each_row_once(make_trainer, alf
     assert times == sorted(times) and times[2] >= time_at_two, times
 
 
-def test_overrides_persist_and_finished_rerun_writes_nothing(alf_cli, tmp_path):
-    alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO + "TrainerConfig.num_iterations = 2\n",
-                      "tiny.gin")
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory, alf_cli):
+    """A 2-iteration run (``num_iterations`` in its gin file, one ``--conf_param``), resumed
+    to 3 iterations with every binding passed again, as a sweep or PBT resume does (one run
+    for the two tests below: each then reruns the finished run its own way)."""
+    cwd = tmp_path_factory.mktemp("overrides")
+    alf_cli.write_gin(cwd, alf_cli.TINY_PPO + "TrainerConfig.num_iterations = 2\n", "tiny.gin")
     args = ["--conf", "tiny.gin", "--root_dir", "run"]
-    assert alf_cli.run("alf.bin.train", args, tmp_path).returncode == 0
-    extended = alf_cli.run("alf.bin.train", args + ["--conf_param",
-                                                    "TrainerConfig.num_iterations=3"], tmp_path)
-    assert extended.returncode == 0, extended.stderr
+    first = alf_cli.run("alf.bin.train", args + ["--conf_param",
+                                                 "PPOLoss.entropy_regularization=0.01"], cwd)
+    assert first.returncode == 0, first.stderr
+    again = ["--conf_param", "PPOLoss.entropy_regularization=1e-2",
+             "--conf_param", "TrainerConfig.num_iterations=3"]
+    resumed = alf_cli.run("alf.bin.train", args + again, cwd)
+    assert resumed.returncode == 0, resumed.stderr
+    return cwd, args, again, resumed.stderr
+
+
+def test_overrides_persist_and_finished_rerun_writes_nothing(resumed, alf_cli):
+    cwd, args, _, stderr = resumed
     assert ("applied to the saved config (kept for later resumes): "
-            "TrainerConfig.num_iterations=3") in extended.stderr
-    events = sorted(glob.glob(str(tmp_path / "run" / "events.out.tfevents.*")))
-    again = alf_cli.run("alf.bin.train", args, tmp_path)  # no override: the 3 is remembered
+            "TrainerConfig.num_iterations=3") in stderr
+    events = sorted(glob.glob(str(cwd / "run" / "events.out.tfevents.*")))
+    again = alf_cli.run("alf.bin.train", args, cwd)  # no override: the 3 is remembered
     assert again.returncode == 0, again.stderr
     assert "is already complete (iteration 3," in again.stderr, again.stderr
-    assert sorted(glob.glob(str(tmp_path / "run" / "events.out.tfevents.*"))) == events
+    assert sorted(glob.glob(str(cwd / "run" / "events.out.tfevents.*"))) == events
 
 
 def test_config_without_checkpoint_says_it_starts_over(make_trainer, alf_cli, tmp_path, capsys):
@@ -213,22 +225,14 @@ def test_progress_log_drops_a_row_cut_short_by_a_kill(tmp_path):
     assert log.dropped_rows == 1
 
 
-def test_a_resume_names_only_the_overrides_that_change_the_saved_config(alf_cli, tmp_path):
+def test_a_resume_names_only_the_overrides_that_change_the_saved_config(resumed, alf_cli):
     """A sweep or PBT resume passes every binding again: the resume said it "applied" all of
-    them, unchanged ones included."""
-    alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO, "tiny.gin")
-    first = ["--conf_param", "TrainerConfig.num_iterations=2",
-             "--conf_param", "PPOLoss.entropy_regularization=0.01"]
-    args = ["--conf", "tiny.gin", "--root_dir", "run"]
-    assert alf_cli.run("alf.bin.train", args + first, tmp_path).returncode == 0
-    again = ["--conf_param", "PPOLoss.entropy_regularization=1e-2",
-             "--conf_param", "TrainerConfig.num_iterations=3"]
-    resumed = alf_cli.run("alf.bin.train", args + again, tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    applied = [l for l in resumed.stderr.splitlines() if "applied to the saved config" in l]
+    them, unchanged ones included (entropy_regularization: 0.01 saved, 1e-2 passed)."""
+    cwd, args, again, stderr = resumed
+    applied = [l for l in stderr.splitlines() if "applied to the saved config" in l]
     assert applied == ["[alf] applied to the saved config (kept for later resumes): "
-                       "TrainerConfig.num_iterations=3"], resumed.stderr
-    complete = alf_cli.run("alf.bin.train", args + again, tmp_path)  # nothing changes now
+                       "TrainerConfig.num_iterations=3"], stderr
+    complete = alf_cli.run("alf.bin.train", args + again, cwd)  # nothing changes now
     assert complete.returncode == 0, complete.stderr
     assert "is already complete (iteration 3," in complete.stderr
     assert "applied to the saved config" not in complete.stderr
