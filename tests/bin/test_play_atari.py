@@ -28,12 +28,11 @@ EPISODE = re.compile(r"^episode 1: return ([\d.]+), length (\d+)( \(cut at --max
 
 @pytest.fixture(scope="module")
 def breakout_run(alf_cli, tmp_path_factory):
-    """A 2-iteration ppo_atari.gin run: an untrained greedy policy, the case that hung."""
+    """A 2-iteration ppo_atari.gin run: an untrained greedy policy, the case that hung
+    (trained in-process: play is the subject; tests/examples/test_atari_example.py trains
+    ppo_atari.gin with the real command)."""
     cwd = tmp_path_factory.mktemp("play_atari")
-    params = [a for p in SHRINK for a in ("--conf_param", p)]
-    proc = alf_cli.run("alf.bin.train", ["--conf=ppo_atari.gin", "--root_dir=runs/b", *params],
-                       cwd, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    alf_cli.train_in_process(cwd / "runs" / "b", "include 'ppo_atari.gin'\n", SHRINK)
     return cwd
 
 
@@ -78,14 +77,18 @@ def test_max_episode_steps_cuts_the_episode(breakout_run, alf_cli):
 
 
 def test_bad_play_flags_are_usage_errors(breakout_run, alf_cli):
-    for args, message in [(["--epsilon_greedy", "1.5"], "--epsilon_greedy must be in [0, 1]"),
-                          (["--max_episode_steps", "-1"], "--max_episode_steps must be >= 0"),
-                          (["--fps", "0"], "--fps must be >= 1"),
-                          (["--record_video", "."], "--record_video . is a directory: give a "
-                                                    "file name such as ./play.mp4")]:
-        play = alf_cli.run("alf.bin.play", ["--root_dir=runs/b", *args], breakout_run)
-        assert play.returncode == 2 and message in play.stderr, play.stderr
-        assert "Traceback" not in play.stderr and len(play.stderr.strip().splitlines()) == 1
+    cases = [(["--epsilon_greedy", "1.5"], "--epsilon_greedy must be in [0, 1]"),
+             (["--max_episode_steps", "-1"], "--max_episode_steps must be >= 0"),
+             (["--fps", "0"], "--fps must be >= 1"),
+             (["--record_video", "."], "--record_video . is a directory: give a "
+                                       "file name such as ./play.mp4")]
+    # started together: the interpreter start-ups overlap
+    plays = [(alf_cli.start("alf.bin.play", ["--root_dir=runs/b", *args], breakout_run), message)
+             for args, message in cases]
+    for play, message in plays:
+        _, stderr = play.communicate(timeout=120)
+        assert play.returncode == 2 and message in stderr, stderr
+        assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
 
 
 def test_ctrl_c_during_play_still_finishes_the_video(breakout_run, alf_cli):

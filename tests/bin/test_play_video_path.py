@@ -5,7 +5,8 @@ exist) gave a 69-line ``ValueError: unknown file extension`` traceback, exit 1, 
 0-byte file ``newdir``; a path under a regular file, or ``v.txt``, gave 26-31 lines. Now
 each is one line on stderr, exit status 2, no episode played and nothing written.
 
-The real command, in subprocesses started together, on one tiny trained run.
+The real command, in subprocesses started together, on one tiny run (trained in-process:
+the run is what play reads, not the subject).
 """
 import os
 
@@ -25,9 +26,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def played(tmp_path_factory, alf_cli):
     cwd = tmp_path_factory.mktemp("video_path")
-    alf_cli.write_gin(cwd, alf_cli.TINY_PPO + "TrainerConfig.num_iterations = 1\n", "tiny.gin")
-    train = alf_cli.run("alf.bin.train", ["--conf", "tiny.gin", "--root_dir", "run"], cwd)
-    assert train.returncode == 0, train.stderr
+    alf_cli.train_in_process(cwd / "run", params=["TrainerConfig.num_iterations=1"])
     (cwd / "regular").write_text("not a directory\n")
     before = sorted(os.listdir(cwd))
     procs = {name: alf_cli.start("alf.bin.play", ["--root_dir", "run", "--num_episodes", "1",
