@@ -16,13 +16,9 @@ PROGRAM = "alf.bin.export_dataset"
 
 @pytest.fixture(scope="module")
 def sac_run(tmp_path_factory, alf_cli):
-    """A finished tiny SAC Pendulum run (trained by the real command) with its buffer saved."""
-    base = tmp_path_factory.mktemp("cli_runs")
-    conf = alf_cli.write_gin(base, alf_cli.TINY_SAC, "tiny_sac.gin")
-    root = base / "sac"
-    p = alf_cli.run("alf.bin.train", [f"--conf={conf}", f"--root_dir={root}", "--quiet"], base)
-    assert p.returncode == 0, p.stderr
-    return str(root)
+    """A finished tiny SAC Pendulum run with its buffer saved (trained in-process: the
+    export command is the subject)."""
+    return alf_cli.train_in_process(tmp_path_factory.mktemp("cli_runs") / "sac", alf_cli.TINY_SAC)
 
 
 def _manifest(path):

@@ -18,11 +18,12 @@ def _rows(path):
 
 @pytest.fixture(scope="module")
 def mistakes(tmp_path_factory, alf_cli):
-    """A 2-iteration CartPole run, then the user mistakes started together."""
+    """A 2-iteration CartPole run (trained in-process: what is checked is the commands
+    below), then the user mistakes started together."""
     cwd = tmp_path_factory.mktemp("resume")
-    alf_cli.write_gin(cwd, alf_cli.TINY_PPO + "TrainerConfig.num_iterations = 2\n", "tiny.gin")
-    first = alf_cli.run("alf.bin.train", ["--conf", "tiny.gin", "--root_dir", "run"], cwd)
-    assert first.returncode == 0, first.stderr
+    conf = alf_cli.TINY_PPO + "TrainerConfig.num_iterations = 2\n"
+    alf_cli.write_gin(cwd, conf, "tiny.gin")
+    alf_cli.train_in_process(cwd / "run", conf)
     (cwd / "a_file").write_text("keep me")
     (cwd / "confs").mkdir()
     (cwd / "confs" / "x.gin").write_text(alf_cli.TINY_PPO)
