@@ -163,15 +163,18 @@ def test_more_policy_workers_than_env_workers_is_one_config_error(make_trainer, 
 def test_deterministic_mode_with_policy_workers_is_bit_identical(make_trainer, tmp_path):
     mode = ['TrainerConfig.async_mode="deterministic"', "TrainerConfig.num_env_workers=2",
             "TrainerConfig.num_policy_workers=1", "TrainerConfig.env_groups_per_worker=1"]
+    # No third run with another seed here: its parameters would differ from the initial
+    # weights on (the learner draws them before any worker starts), whatever the policy
+    # worker does; test_async_unroller's deterministic-mode test checks that the seed
+    # reaches the run (each run starts 3 worker processes, ~9 s of CPU)
     runs = []
-    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+    for name in ("a", "b"):
         trainer = make_trainer(tmp_path / name, HEADS["categorical"],
-                               mode + [f"TrainerConfig.random_seed={seed}"])
+                               mode + ["TrainerConfig.random_seed=0"])
         trainer.run()
         assert trainer.unroller.num_policy_workers == 1
         runs.append(_tensors(trainer))
         lag = trainer.unroller.progress_text()
-    a, b, c = runs
+    a, b = runs
     assert all(torch.equal(a[k], b[k]) for k in a), "same seed: bit-identical"
-    assert any(not torch.equal(a[k], c[k]) for k in a), "another seed: different"
     assert lag.startswith(" | lag 1/1.0/1"), lag
