@@ -23,8 +23,9 @@ def test_unreadable_newest_checkpoint_is_set_aside_and_not_counted(alf_cli, tmp_
     alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO, "tiny.gin")
     root = tmp_path / "run"
     train = root / "train"
-    first = alf_cli.run("alf.bin.train", _args(root, 6), tmp_path)
-    assert first.returncode == 0, first.stderr
+    # the first 6 iterations in-process (the resumes below are the subject)
+    alf_cli.train_in_process(root, alf_cli.TINY_PPO,
+                             PARAMS + ["TrainerConfig.num_iterations=6"])
     bad = train / "ckpt-0000000006.pt"
     with open(bad, "r+b") as f:  # killed mid-copy, a full disk, a bad sector ...
         f.truncate(os.path.getsize(bad) // 2)
