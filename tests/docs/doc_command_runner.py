@@ -14,8 +14,9 @@ What the runner changes, and nothing else:
   error run as written;
 - ``alf.bin.sweep`` / ``alf.bin.pbt``: every run they start gets :data:`STUDY_SHORT`
   (2 iterations of PPO CartPole, evaluating at the last); a sweep runs each
-  configuration with its first seed only; PBT members train ``--num_env_steps=1024``
-  in ``--interval=512`` segments;
+  configuration with its first seed only; a PBT population is 2 members (the
+  exploit step still has one to replace; ``tests/studies/test_pbt_runs.py`` runs 4)
+  training ``--num_env_steps=1024`` in ``--interval=512`` segments;
 - ``alf.bin.compare``: each ``--group`` glob that matches nothing gets synthetic runs
   first (``doc_synthetic_runs.py``), unless the doc shows the command failing;
 - ``alf.bin.play`` gets ``--max_episode_steps=200``; ``alf.bin.export_dataset`` in
@@ -188,8 +189,8 @@ class FileRun:
         elif part.kind in ("sweep", "pbt") and not info:
             for b in STUDY_SHORT[part.kind == "pbt":]:  # PBT sets num_env_steps itself
                 extra += ["--conf_param", b]
-            if part.kind == "pbt":
-                extra += ["--num_env_steps=1024", "--interval=512"]
+            if part.kind == "pbt":  # 2 members: still one in the bottom quantile
+                extra += ["--num_env_steps=1024", "--interval=512", "--population=2"]
             elif _flag(argv, "seeds"):  # every configuration once: its first seed
                 extra.append(f"--seeds={_flag(argv, 'seeds').split(',')[0]}")
         elif part.kind == "compare" and not info and expected == 0:
