@@ -25,7 +25,7 @@ def recorded_thread_count(source: str, params: Sequence[str]) -> List[str]:
     with (its newest start record), so that the rerun splits every reduction the same
     way on a machine with another CPU count; [] when the record has none or ``params``
     set the count themselves (they come after it and win anyway)."""
-    if any("num_threads" in p for p in params):
+    if any(p.split("=", 1)[0].strip().endswith("TrainerConfig.num_threads") for p in params):
         return []
     found = run_provenance.latest_record(source)
     threads = found[0].get("torch_threads") if found else None

@@ -92,14 +92,23 @@ def least_busy(candidates: Sequence[int], count: int, busy_s: Dict[int, float],
             evenly over ``current`` (where it was allowed to run) and subtracted there.
         current: the CPUs this process ran on over that period.
 
-    Ties keep the current CPUs (no move on noise), then the lower CPU number.
+    The current CPUs are kept unless the best choice is less busy by half a CPU or more
+    (no move on noise, and two runs that measured the same moment do not chase each
+    other); ties among the others are broken by this process's id, so two runs that
+    narrow at the same moment spread over the CPUs instead of both taking the lowest.
     """
     share = own_s / max(1, len(current))
     mine = set(current)
+    count = max(1, min(count, len(candidates)))
+    salt = os.getpid()
 
     def others(cpu: int) -> float:
         return max(0.0, busy_s.get(cpu, 0.0) - (share if cpu in mine else 0.0))
 
-    # a CPU counts as busier only by a quarter of a CPU: a move must be worth it
-    ranked = sorted(candidates, key=lambda c: (round(others(c) * 4), c not in mine, c))
-    return sorted(ranked[:max(1, min(count, len(candidates)))])
+    ranked = sorted(candidates, key=lambda c: (others(c), (c + salt) % len(candidates)))
+    best = sorted(ranked[:count])
+    if len(mine) == count and mine <= set(candidates):
+        kept = sorted(mine)
+        if sum(others(c) for c in kept) - sum(others(c) for c in best) < 0.5:
+            return kept
+    return best

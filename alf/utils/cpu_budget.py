@@ -30,6 +30,7 @@ systems): the run then keeps every CPU and nothing is reported.
 """
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
@@ -315,6 +316,10 @@ class ThreadGovernor:
         self._cpus = list(self._launch)
         self._child_pids = child_pids
         self._widened_children: set = set()
+        # the main thread and a learner thread both tick: one at a time; after restore()
+        # a late tick (a learner thread outliving its join) does nothing
+        self._lock = threading.Lock()
+        self._closed = False
         self._initial = torch.get_num_threads()
         self.threads = self.maximum  # never changes during the run
         self._set(self.threads)
@@ -344,18 +349,29 @@ class ThreadGovernor:
         """Measure and narrow or widen the run's CPUs if ``period_s`` has passed (or
         ``force``); True if measured."""
         now = time.monotonic()
-        if not force and now - self._last.wall < self.period_s:
+        if self._closed or (not force and now - self._last.wall < self.period_s):
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # the other thread is measuring right now
+        try:
+            return self._tick_locked()
+        finally:
+            self._lock.release()
+
+    def _tick_locked(self) -> bool:
+        if self._closed:
             return False
         sample = self._sample()
         if sample.wall - self._last.wall <= 0:
             return False
         previous, self._last = self._last, sample
         self.load = load_between(previous, sample, len(self._launch))
+        was_narrowed = self.narrowed
         if self.adaptive:
             self.cpus_in_use = cpus_for(self.load, self.usable, self._cpu_limit,
                                         self.cpus_in_use, capacity=len(self._launch))
             self._place(previous, sample)
-        if self.narrowed:
+        if was_narrowed or self.narrowed:  # a child started meanwhile has the narrow mask
             self._widen_new_children(sample.children)
         return True
 
@@ -393,10 +409,12 @@ class ThreadGovernor:
         process its launch CPUs (a notebook or a test that trains twice must not
         inherit a narrowed run)."""
         global _LAUNCH_AFFINITY  # pylint: disable=global-statement
-        self._set(self._initial)
-        if self.narrowed and cpu_affinity.pin_process(self._launch):
-            self._cpus = list(self._launch)
-            _LAUNCH_AFFINITY = None
+        with self._lock:
+            self._closed = True
+            self._set(self._initial)
+            if self.narrowed and cpu_affinity.pin_process(self._launch):
+                self._cpus = list(self._launch)
+                _LAUNCH_AFFINITY = None
 
     @property
     def starved(self) -> bool:
@@ -414,5 +432,5 @@ class ThreadGovernor:
         waited = (f", waited for a CPU {load.wait_share:.0%} of the time"
                   if load.wait_share is not None else "")
         return (f" | CPU-starved: other processes busy on {load.foreign:.1f} of "
-                f"{self.usable} CPUs{waited}; running on {len(self._cpus)} of them, "
+                f"{self.usable} CPUs{waited}; running on {self.cpus_in_use} of them, "
                 f"{self.threads} torch thread{'s' if self.threads != 1 else ''}")

@@ -19,6 +19,9 @@ def test_rerun_binds_the_recorded_thread_count(tmp_path):
     _record(str(tmp_path), 6)
     assert recorded_thread_count(str(tmp_path), []) == ["TrainerConfig.num_threads=6"]
     assert recorded_thread_count(str(tmp_path), ["TrainerConfig.num_threads=2"]) == []
+    # another configurable's num_threads (an env backend's) does not count
+    assert recorded_thread_count(str(tmp_path), ["create_environment.num_threads=4"]) == [
+        "TrainerConfig.num_threads=6"]
 
 
 def test_a_run_without_the_record_binds_nothing(tmp_path):

@@ -196,6 +196,27 @@ def test_a_child_started_while_narrowed_gets_the_launch_cpus(monkeypatch, restor
     gov.tick(force=True)  # worker 77 appeared while narrowed: widened once
     gov.tick(force=True)
     assert pinned == [([0], None), ([0, 1], 77)]
+    gov.restore()
+    assert not gov.tick(force=True)  # a late tick (a learner thread) after restore: nothing
+
+
+def test_a_child_started_just_before_the_run_widens_is_widened(monkeypatch, restore_threads):
+    """Review finding: the child's pid is first seen at the tick that widens the run;
+    it was started with the narrow mask and must get the launch CPUs all the same."""
+    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
+    pinned = []
+    monkeypatch.setattr(cpu_budget.cpu_affinity, "pin_process",
+                        lambda cpus, pid=None: pinned.append((list(cpus), pid)) or True)
+    _scripted(monkeypatch, [
+        _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
+        _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 0.5, 1: 1.5}),  # busy: narrow
+        _sample(2.0, 3.0, 1.9, (1900, 900), {78: 0.1}, per_cpu={0: 1.5, 1: 1.5}),  # quiet
+    ])
+    gov = ThreadGovernor(2, adaptive=True, child_pids=lambda: [78])
+    gov.tick(force=True)
+    gov.tick(force=True)
+    assert not gov.narrowed and ([0, 1], 78) in pinned
 
 
 def test_pinned_governor_keeps_its_count_but_still_reports(monkeypatch, restore_threads):
@@ -256,7 +277,7 @@ def test_governor_measures_real_busy_neighbours(restore_threads):
             h.wait()
         narrowed_to, threads_during = gov.cpus_in_use, torch.get_num_threads()
         gov.restore()  # every thread of this process back on the launch CPUs
-        os.sched_setaffinity(0, old_affinity)
+        cpu_budget.cpu_affinity.pin_process(sorted(old_affinity))  # ... and on all of them
     if gov.load.others is None:
         pytest.skip("no /proc/stat on this system")
     assert gov.load.others > usable - 1.0
