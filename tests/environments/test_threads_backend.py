@@ -89,7 +89,9 @@ def test_close_reaps_the_threads():
                              gym_wrappers=[_latency(0.01)])
     env.reset()
     env.step(torch.ones(8, dtype=torch.int64))
-    assert threading.active_count() == before + 8  # waiting envs: one thread each
+    # at most one thread per env: the pool starts one per waiting env, but reuses one that
+    # went idle before the next submit (seen on a loaded machine: 7 of 8)
+    assert before < threading.active_count() <= before + 8
     env.step_async(torch.ones(8, dtype=torch.int64))  # a pending step is waited for, then dropped
     env.close()
     assert threading.active_count() == before
