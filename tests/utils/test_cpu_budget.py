@@ -131,15 +131,21 @@ def _scripted(monkeypatch, samples):
     monkeypatch.setattr(CpuSample, "take", classmethod(lambda cls, cpus, pids=(): next(it)))
 
 
-def test_governor_narrows_cpus_keeps_threads_and_reports_starvation(monkeypatch,
-                                                                    restore_threads):
-    """Issue 29: the governor used to drop torch to 1 thread here, which changed the
-    float results of the run; now the thread count stays and the CPUs narrow."""
+def _two_cpus_recording_pins(monkeypatch):
+    """A 2-CPU machine on which pinning only records ``(cpus, pid)``; returns the record."""
     monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
     monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
     pinned = []
     monkeypatch.setattr(cpu_budget.cpu_affinity, "pin_process",
                         lambda cpus, pid=None: pinned.append((list(cpus), pid)) or True)
+    return pinned
+
+
+def test_governor_narrows_cpus_keeps_threads_and_reports_starvation(monkeypatch,
+                                                                    restore_threads):
+    """Issue 29: the governor used to drop torch to 1 thread here, which changed the
+    float results of the run; now the thread count stays and the CPUs narrow."""
+    pinned = _two_cpus_recording_pins(monkeypatch)
     _scripted(monkeypatch, [
         _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
         # another job used 1.1 CPUs, mostly CPU 0; we waited 50%
@@ -179,11 +185,7 @@ def test_least_busy_picks_the_cpus_others_leave_free():
 
 
 def test_a_child_started_while_narrowed_gets_the_launch_cpus(monkeypatch, restore_threads):
-    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
-    pinned = []
-    monkeypatch.setattr(cpu_budget.cpu_affinity, "pin_process",
-                        lambda cpus, pid=None: pinned.append((list(cpus), pid)) or True)
+    pinned = _two_cpus_recording_pins(monkeypatch)
     _scripted(monkeypatch, [
         _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
         _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 0.5, 1: 1.5}),
@@ -203,11 +205,7 @@ def test_a_child_started_while_narrowed_gets_the_launch_cpus(monkeypatch, restor
 def test_a_child_started_just_before_the_run_widens_is_widened(monkeypatch, restore_threads):
     """Review finding: the child's pid is first seen at the tick that widens the run;
     it was started with the narrow mask and must get the launch CPUs all the same."""
-    monkeypatch.setattr(cpu_budget, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(cpu_budget, "_affinity", lambda: [0, 1])
-    pinned = []
-    monkeypatch.setattr(cpu_budget.cpu_affinity, "pin_process",
-                        lambda cpus, pid=None: pinned.append((list(cpus), pid)) or True)
+    pinned = _two_cpus_recording_pins(monkeypatch)
     _scripted(monkeypatch, [
         _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
         _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 0.5, 1: 1.5}),  # busy: narrow
