@@ -148,10 +148,11 @@ def test_governor_narrows_cpus_keeps_threads_and_reports_starvation(monkeypatch,
     pinned = _two_cpus_recording_pins(monkeypatch)
     _scripted(monkeypatch, [
         _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
-        # another job used 1.1 CPUs, mostly CPU 0; we waited 50%
-        _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 1.0, 1: 1.0}),
+        # another job used 1.1 CPUs, mostly CPU 1; we waited 50%.  (Equal per-CPU
+        # figures would make the choice a tie that least_busy breaks by pid.)
+        _sample(1.0, 2.0, 0.9, (900, 900), per_cpu={0: 0.5, 1: 1.5}),
         # it stopped: 0.0 CPUs
-        _sample(2.0, 3.0, 1.9, (1900, 900), per_cpu={0: 1.0, 1: 2.0}),
+        _sample(2.0, 3.0, 1.9, (1900, 900), per_cpu={0: 1.5, 1: 1.5}),
     ])
     before = torch.get_num_threads()
     gov = ThreadGovernor(2, adaptive=True)
