@@ -226,13 +226,33 @@ class Learner:
             self._pending_batch = None
             return self._last_unroll_steps, None
         batch, self._pending_batch = self._pending_batch, None
+        if batch is None and self.threaded and self._uses("whole_replay_buffer_training") \
+                and self._uses("clear_replay_buffer") and self.replay_buffer is not None:
+            # a learner thread: this unroll's trajectories are taken out now, so storing
+            # the next unroll cannot merge into them before the thread gets to them
+            # (which trained two unrolls as one and the next token on nothing)
+            batch = self._take_whole_buffer()
+            if batch is None:
+                return self._last_unroll_steps, None
         return self._last_unroll_steps, True if batch is None else batch
+
+    def _take_whole_buffer(self) -> Optional[Experience]:
+        """Everything in the online buffer ``[num_envs, T]`` (None while it holds fewer
+        than 2 steps per env), cleared but for the last step, as whole-buffer training
+        would gather and clear it; under the buffer lock."""
+        with self.buffer_lock:
+            if not self._all_ranks(int(self.replay_buffer.current_size().min()) >= 2):
+                return None
+            gathered = self.replay.gather()
+            self.replay_buffer.clear(keep_last=True)
+        return gathered
 
     def train_collected(self, batch: Any) -> Optional[LossInfo]:
         """The training half: :meth:`train_from_replay` on what :meth:`collect_step`
-        returned. With a learner thread, whole-buffer training holds the buffer lock
-        throughout (it gathers, trains, then clears what it gathered); sampled training
-        only while it samples and sends priorities back, so storing the next unroll
+        returned. With a learner thread, whole-buffer training that clears the buffer
+        gets the unroll already taken out by :meth:`collect_step`, and whole-buffer
+        training that keeps it holds the buffer lock throughout; sampled training holds
+        it only while it samples and sends priorities back, so storing the next unroll
         overlaps the gradient steps."""
         batch = None if batch is True else batch
         if batch is None and self._uses("whole_replay_buffer_training"):
@@ -328,7 +348,9 @@ class Learner:
         everything in the buffer ``[B, T]``; returns ``(loss, experience, info)``."""
         alg, cfg = self._algorithm, self._settings
         if pending is not None:
-            gathered = pending  # async: a batch of [B, T+1] trajectories
+            # async: a batch of [B, T+1] trajectories; a learner thread: the buffer's
+            # [B, T] as collect_step took it out
+            gathered = pending
         elif not self._all_ranks(int(self.replay_buffer.current_size().min()) >= 2):
             return None, None, None  # first iterations of a short/fractional unroll
         else:

@@ -18,7 +18,9 @@ use CPU cores (or the learner a GPU) at once.
 
 Consistency:
 - the replay buffer is written (store) and read (sample, gather, clear) under one
-  lock, so a batch never mixes half of an unroll;
+  lock, so a batch never mixes half of an unroll; whole-buffer training that clears
+  the buffer (PPO) takes each unroll out in the main thread right after storing it, so
+  a late learner thread never trains two unrolls as one (and the next on nothing);
 - the optimizers write the weights under ``RunContext.weights_lock``, which the
   acting thread also holds for each policy step and weight publication, so no
   action is computed from half an update;

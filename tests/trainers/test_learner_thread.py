@@ -39,6 +39,30 @@ def test_ppo_trains_every_collected_unroll_on_the_thread(make_trainer, alf_cli, 
     assert trainer.env.closed
 
 
+def test_ppo_trains_each_unroll_alone_when_the_thread_is_late(make_trainer, alf_cli,
+                                                               tmp_path, monkeypatch):
+    """A learner thread that picks up unroll k only after the main thread stored unroll
+    k+1 (a busy machine) used to gather both as one batch and then train the next token
+    on an empty buffer: 22 of 24 updates. Each unroll is trained on its own 16 steps."""
+    from alf.trainers.learner import Learner
+    original = Learner.train_collected
+    seen = []
+
+    def late(self, batch):
+        time.sleep(0.3)  # the main thread collects and stores the next unroll meanwhile
+        if batch is not True:
+            seen.append(int(batch.step_type.shape[0] * (batch.step_type.shape[1] - 1)))
+        return original(self, batch)
+
+    monkeypatch.setattr(Learner, "train_collected", late)
+    root = tmp_path / "run"
+    trainer = make_trainer(root, alf_cli.TINY_PPO, THREAD + ["TrainerConfig.num_iterations=6"])
+    trainer.run()
+    assert trainer.context.num_updates == 6 * 2 * 2
+    # 2 envs x 8 new steps each (+ the step kept from the unroll before, but for the first)
+    assert seen == [2 * 7] + [16] * 5
+
+
 def test_sac_updates_match_the_main_loop_count(make_trainer, alf_cli, tmp_path):
     """An off-policy run does the same number of gradient steps as without the thread
     (the data differ: the policy acting is up to learner_queue_size passes behind)."""
