@@ -134,10 +134,33 @@ class PeerTable:
         within = f" within {timeout_s:.0f} s" if timeout_s is not None else ""
         if late or len(suspects) == 1:
             verb = "was" if len(suspects) == 1 else "were"
+            stopped = self._stop_local(suspects)
             return (f"{names} {verb} still running but did not join{within}: stuck (hung, or "
-                    "starved of CPU), not exited")
+                    f"starved of CPU), not exited{stopped}")
         return (f"the other ranks did not all join{within} and none has exited: one of "
                 f"{names} is stuck (hung, or starved of CPU)")
+
+    def _stop_local(self, stuck: List[PeerInfo], grace_s: float = 3.0) -> str:
+        """Stop the stuck ranks on this host: SIGTERM, then SIGKILL after ``grace_s``. The
+        run ends anyway (no checkpoint without every rank), and the launcher would wait
+        its own grace (torchrun: 30 s) for a process that cannot answer SIGTERM (hung in
+        C++, or stopped). Returns ``"; stopped it"`` (or ``them``) if any was stopped."""
+        local = [p for p in stuck if p.machine == self.machine and pid_alive(p.pid)]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in local:
+                try:
+                    os.kill(p.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            deadline = time.monotonic() + grace_s
+            while sig == signal.SIGTERM and time.monotonic() < deadline and \
+                    any(pid_alive(p.pid) for p in local):
+                time.sleep(0.1)
+            if not any(pid_alive(p.pid) for p in local):
+                break
+        if not local:
+            return ""
+        return "; stopped it" if len(local) == 1 else "; stopped them"
 
     def _remote_peers_named_in(self, error: Optional[BaseException]) -> List[PeerInfo]:
         if error is None:
