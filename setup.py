@@ -26,7 +26,9 @@ setup(
     # which extras each command needs (and the hint a missing one prints): alf/bin/extras.py;
     # tests/test_declared_imports.py checks every import of alf/ against both
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
+        "test": ["pytest>=7", "pytest-timeout>=2",
+                 # the suite runs one test file per CPU (README command (b): -n auto)
+                 "pytest-xdist>=3", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
                  "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4",
                  # Minari's DataCollector (tests record datasets with it) needs jax: [create]
                  "minari[create,hdf5]>=0.5.4,<0.6",

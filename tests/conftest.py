@@ -13,6 +13,8 @@ from typing import Dict, List, Optional, Sequence
 import gin
 import pytest
 
+from fork_client import ForkServer, needs_fresh_interpreter
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Settings shared by the tiny configs: 2 envs, one 8-wide layer, no eval, fast logs.
@@ -88,11 +90,45 @@ def command(module: str, args: Sequence[str]) -> List[str]:
     return [sys.executable, "-m", module, *[str(a) for a in args]]
 
 
+# run_cli's commands are forks of one process that imported alf (tests/fork_server.py:
+# ~2.5 s of CPU less per command); ALF_TESTS_FORK=0 runs each in a fresh interpreter
+FORK = os.environ.get("ALF_TESTS_FORK", "1") != "0"
+_fork_server: Optional[ForkServer] = None
+
+
+def _server() -> ForkServer:
+    global _fork_server
+    if _fork_server is None:
+        _fork_server = ForkServer(cli_env())
+    return _fork_server
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _fork_server is not None:
+        _fork_server.close()
+
+
 def run_cli(module: str, args: Sequence[str], cwd, timeout: float = 120,
-            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-    """Run ``python -m module args`` in ``cwd``; returns the completed process (text)."""
-    return subprocess.run(command(module, args), cwd=str(cwd), env=cli_env(env),
-                          capture_output=True, text=True, timeout=timeout)
+            env: Optional[Dict[str, str]] = None,
+            fresh: bool = False) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` in ``cwd``; returns the completed process (text).
+
+    It runs as a fork of a process that imported alf already, exactly as ``python -m``
+    would run it (tests/fork_server.py), unless ``fresh`` (a test about the interpreter
+    itself), ``ALF_TESTS_FORK=0``, or ``env`` changes a variable that native libraries read
+    when they load (OMP_NUM_THREADS, ...): then a fresh interpreter runs it."""
+    full_env = cli_env(env)
+    argv = command(module, args)
+    if FORK and not fresh:
+        server = _server()
+        if server.usable and not needs_fresh_interpreter(full_env, server.env):
+            status, out, err, timed_out = server.run_split(module, [str(a) for a in args],
+                                                           str(cwd), full_env, timeout)
+            if timed_out:
+                raise subprocess.TimeoutExpired(argv, timeout, out, err)
+            return subprocess.CompletedProcess(argv, status, out, err)
+    return subprocess.run(argv, cwd=str(cwd), env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def start_cli(module: str, args: Sequence[str], cwd, **kwargs) -> subprocess.Popen:

@@ -105,7 +105,9 @@ def test_trainer_config_built_from_python_checks_ranges(kwargs, message, clean_g
 def test_describe_shows_the_declared_range():
     from alf import config_help
     config_help.register_all()
-    assert config_help.describe("PPOAlgorithm.gamma").endswith("Must be in [0, 1].")
+    # wrapped to the terminal's width: compare the words
+    gamma = config_help.describe("PPOAlgorithm.gamma")
+    assert " ".join(gamma.split()).endswith("Must be in [0, 1].")
     betas = config_help.describe("alf.optimizers.Adam.betas")
     assert " ".join(betas.split()).endswith("Items must be in [0, 1).")
     assert "Must be" not in config_help.describe("PPOAlgorithm.actor_network_ctor")

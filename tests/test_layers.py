@@ -2,7 +2,7 @@
 ``[test]`` extra) checks the contracts in ``.importlinter`` and exits 0.
 
 CI also runs ``lint-imports`` on its own before pytest; this test makes README command
-(b) (``pip install -e ".[test]" && python -m pytest -q tests``) cover the layers too.
+(b) (``pip install -e ".[test]" && python -m pytest -q -n auto --dist loadfile tests``) cover the layers too.
 """
 import os
 import shutil

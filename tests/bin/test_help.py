@@ -2,8 +2,10 @@
 ``--describe``) of ``alf.bin.train`` / ``alf.bin.play`` and the ``alf-train``
 console script, run as real commands in a subprocess.
 
-All commands start together (one module-scoped fixture) so their interpreter
-start-ups overlap; each test then checks its own case. The docstring parsing
+All commands run in one module-scoped fixture: the console scripts start together
+as fresh interpreters (their entry points are the subject), the ``python -m`` cases
+run meanwhile through ``alf_cli.run`` (forks of a process that imported alf); each
+test then checks its own case. The docstring parsing
 behind ``--describe`` is checked in-process at the end.
 """
 import os
@@ -43,16 +45,22 @@ CASES = {
 @pytest.fixture(scope="module")
 def results(tmp_path_factory, alf_cli):
     """name -> (returncode, stdout, stderr, cwd) for every case in CASES."""
-    procs = {}
+    procs, out = {}, {}
     for name, (cmd, args) in CASES.items():
+        if not os.path.isabs(cmd):
+            continue
         cwd = tmp_path_factory.mktemp(name)
-        argv = [cmd, *args] if os.path.isabs(cmd) else alf_cli.command(cmd, args)
-        if os.path.isabs(cmd) and not os.path.exists(cmd):
+        if not os.path.exists(cmd):
             procs[name] = None  # console scripts not installed (pip install -e .)
             continue
-        procs[name] = (subprocess.Popen(argv, cwd=str(cwd), env=alf_cli.env(), text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE), cwd)
-    out = {}
+        procs[name] = (subprocess.Popen([cmd, *args], cwd=str(cwd), env=alf_cli.env(),
+                                        text=True, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE), cwd)
+    for name, (cmd, args) in CASES.items():
+        if not os.path.isabs(cmd):
+            cwd = tmp_path_factory.mktemp(name)
+            p = alf_cli.run(cmd, args, cwd, timeout=180)
+            out[name] = (p.returncode, p.stdout, p.stderr, cwd)
     for name, started in procs.items():
         if started is None:
             out[name] = None

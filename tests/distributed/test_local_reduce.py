@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from alf.distributed.local_reduce import LocalReducer, usable
+from shm_check import shm_entries, shm_left_since
 
 
 def _ranks(world, check_peers=lambda waited: None, timeout_s=30.0):
@@ -57,7 +58,7 @@ def _run(reducers, fn):
 
 
 def test_sums_in_rank_order_identically_over_many_rounds_and_sizes():
-    before = set(os.listdir("/dev/shm"))
+    before = shm_entries()
     reducers = _ranks(3)
 
     def work(rank, red):
@@ -82,7 +83,7 @@ def test_sums_in_rank_order_identically_over_many_rounds_and_sizes():
             assert torch.equal(out[r][i][1], expect)
     assert all(torch.equal(out[r][5][1], torch.tensor([3.0, 3.0], dtype=torch.float64))
                for r in range(3))
-    assert set(os.listdir("/dev/shm")) <= before  # unlinked as soon as mapped
+    assert not shm_left_since(before)  # unlinked as soon as mapped
 
 
 def test_a_rank_that_never_comes_is_reported_not_waited_on():
@@ -117,7 +118,7 @@ def test_usable_only_on_one_host():
 def test_no_room_in_dev_shm_falls_back_on_every_rank(monkeypatch):
     """posix_fallocate failing (a full /dev/shm) turns the reducer off on every rank, with
     one warning, instead of a SIGBUS at the first write."""
-    before = set(os.listdir("/dev/shm"))
+    before = shm_entries()
 
     def no_room(fd, offset, length):
         raise OSError(28, "No space left on device")
@@ -132,4 +133,4 @@ def test_no_room_in_dev_shm_falls_back_on_every_rank(monkeypatch):
     assert not errors and out == [False, False]
     assert all(red.disabled for red in reducers)
     assert len(warnings) == 1 and "/dev/shm has no room" in warnings[0]
-    assert set(os.listdir("/dev/shm")) <= before
+    assert not shm_left_since(before)

@@ -30,7 +30,7 @@ What the runner changes, and nothing else:
 - a fragment (a block of flags) is appended to the file's previous command.
 
 ``python -m``/``alf-*`` commands run as forks of a process that imported alf once
-(``doc_fork_server.py``: it saves ~2.5 s of CPU per command); torchrun runs as a
+(``tests/fork_server.py``: it saves ~2.5 s of CPU per command); torchrun runs as a
 plain subprocess. ``ALF_DOC_COMMANDS_FORK=0`` runs every command as a fresh
 interpreter instead.
 """
@@ -46,7 +46,7 @@ from typing import Dict, List, Optional, Tuple
 
 from doc_command_parser import DocCommand, fenced_files
 from doc_command_plan import Part, plan
-from doc_fork_client import ForkServer
+from fork_client import ForkServer, needs_fresh_interpreter
 from doc_synthetic_runs import make_runs
 
 COMMAND_TIMEOUT_S = 240
@@ -241,9 +241,11 @@ class FileRun:
             env["TMPDIR"] = self.workdir  # torchrun leaves its torchelastic_* logs there
         result.ran.append(argv)
         start = time.monotonic()
-        if FORK and argv[1:3] == ["-m", part.module]:
-            if self.server is None:
-                self.server = ForkServer(self.base_env)
+        forkable = FORK and argv[1:3] == ["-m", part.module]
+        if forkable and self.server is None:
+            self.server = ForkServer(self.base_env)
+        if forkable and self.server.usable and \
+                not needs_fresh_interpreter(env, self.server.env):
             status, output, timed_out = self.server.run(part.module, argv[3:], self.workdir,
                                                         env, COMMAND_TIMEOUT_S)
         else:

@@ -10,7 +10,7 @@ and its line count, no traceback, no "gin bindings never used" warning, and what
 the command writes (``config.gin`` and a checkpoint, the dataset, the video). Two
 docs run at a time (each command is one process with one torch thread), so the
 whole run stays within 2 cores; ``python -m`` commands start as forks of a process
-that imported alf once (``doc_fork_server.py``; ``ALF_DOC_COMMANDS_FORK=0`` starts
+that imported alf once (``tests/fork_server.py``; ``ALF_DOC_COMMANDS_FORK=0`` starts
 each as a fresh interpreter). ``-s`` shows the slowest commands and every command
 that is not run, with the reason.
 """

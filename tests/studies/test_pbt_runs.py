@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from shm_check import shm_entries, shm_left_since
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -19,7 +21,7 @@ def test_population_exploits_explores_and_resumes_after_ctrl_c(tmp_path):
            "--population=4", "--interval=2048", "--num_env_steps=4096", "--parallel=2",
            "--quantile=0.5", "--metric=train_return",
            "--conf_param", "TrainerConfig.num_eval_episodes=2"]
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = shm_entries()
     with open(tmp_path / "first.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=log)
         deadline = time.time() + 300
@@ -30,7 +32,7 @@ def test_population_exploits_explores_and_resumes_after_ctrl_c(tmp_path):
         assert proc.wait(timeout=120) == 130
     first = (tmp_path / "first.log").read_text()
     assert "gen 0 decided" in first and "<- m" in first  # an exploit, with its explore values
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_left_since(shm_before)
 
     rerun = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+from shm_check import shm_entries, shm_left_since
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHORT = ["--conf_param", "TrainerConfig.eval_interval=8",
          "--conf_param", "TrainerConfig.checkpoint_interval=4",
@@ -47,7 +49,7 @@ def _complete_rows(study_dir):
 
 def test_grid_sweep_ctrl_c_then_rerun_resumes_and_skips_finished(tmp_path):
     study = tmp_path / "study"
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = shm_entries()
     args = ["--param", "lr/LinearSchedule.start=[1e-3, 3e-4]",
             "--param", "PPOLoss.entropy_regularization=[0.0, 0.01]", "--seeds=0,1",
             "--parallel=2", "--conf_param", "TrainerConfig.num_env_steps=16384"]
@@ -69,7 +71,7 @@ def test_grid_sweep_ctrl_c_then_rerun_resumes_and_skips_finished(tmp_path):
     text = (tmp_path / "sweep1.log").read_text()
     assert "stopped with its checkpoint" in text, text
     assert _alf_processes_under(study) == []  # no orphan run or env worker
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_left_since(shm_before)
     names = {os.path.relpath(d, study / "runs"): d for d in glob.glob(str(study / "runs/*/seed_*"))}
     finished_before = {n for n in names if f"{n} done" in text}
     saved_before = {n for n, d in names.items() if n not in finished_before and

@@ -16,6 +16,8 @@ import time
 import pytest
 import torch
 
+from shm_check import shm_entries, shm_left_since
+
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
 
 # DQN on a CartPole that can fail, 2 envs in 1 worker x 2 groups, 8-step trajectories.
@@ -164,7 +166,7 @@ def test_sigkilled_env_worker_is_restarted(alf_cli, tmp_path):
 
 @pytest.mark.parametrize("mode", ["processes", "deterministic"])
 def test_ctrl_c_stops_within_10_s_with_checkpoint_and_leaves_nothing(alf_cli, tmp_path, mode):
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = shm_entries()
     conf = _conf(alf_cli, tmp_path, extra="TrainerConfig.num_iterations = 1000000\n"
                                           "TrainerConfig.num_env_steps = 0\n"
                                           f'TrainerConfig.async_mode = "{mode}"\n')
@@ -194,7 +196,7 @@ def test_ctrl_c_stops_within_10_s_with_checkpoint_and_leaves_nothing(alf_cli, tm
         time.sleep(0.1)
     assert not [p for p in family if _alive(p)], stderr
     if os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) - shm_before == set()
+        assert not shm_left_since(shm_before)
 
 
 def test_killed_learner_takes_its_workers_with_it(alf_cli, tmp_path):

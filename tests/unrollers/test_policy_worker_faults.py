@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from shm_check import shm_entries, shm_left_since
 from tests.unrollers.test_async_faults import (_alive, _conf, _descendants, _last_row,
                                                _wait_for_rows)
 
@@ -57,7 +58,7 @@ def _go_on_then_ctrl_c(proc, root, shm_before, extra_rows: int = 5):
         time.sleep(0.1)
     assert not [p for p in family if _alive(p)], stderr
     if os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) - shm_before == set()
+        assert not shm_left_since(shm_before)
     assert "Traceback" not in stderr, stderr
     return stderr
 
@@ -73,7 +74,7 @@ def _start(alf_cli, tmp_path, extra: str = ""):
 
 def test_killed_then_hung_policy_worker_is_named_restarted_and_ctrl_c_leaves_nothing(
         alf_cli, tmp_path):
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = shm_entries()
     proc, root = _start(alf_cli, tmp_path)
     try:
         _wait_for_rows(proc, root, 3)
@@ -105,7 +106,7 @@ def test_killed_env_worker_in_deterministic_mode_gets_a_new_pipe_and_the_run_goe
         alf_cli, tmp_path):
     # the restarted incarnation's requests come first in the policy worker's fixed order
     # until it has caught up (a fault ends bit-identity, never the run)
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = shm_entries()
     proc, root = _start(alf_cli, tmp_path, 'TrainerConfig.async_mode = "deterministic"\n')
     try:
         _wait_for_rows(proc, root, 3)
