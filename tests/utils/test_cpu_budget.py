@@ -185,7 +185,29 @@ def test_least_busy_picks_the_cpus_others_leave_free():
     assert least_busy([0, 1, 2, 3], 2, {0: 1, 1: 0, 2: 1, 3: 0}, 0.0, [0, 1, 2, 3]) == [1, 3]
 
 
-def test_a_child_started_while_narrowed_gets_the_launch_cpus(monkeypatch, restore_threads):
+def test_workers_move_with_the_run(monkeypatch, restore_threads):
+    """The run's own workers are narrowed and widened with it: an async learner on one
+    CPU next to its workers spread over both took turns with them in the middle of its
+    parallel regions (two async SAC runs side by side: 1.67x back to back, 0.88x now)."""
+    pinned = _two_cpus_recording_pins(monkeypatch)
+    _scripted(monkeypatch, [
+        _sample(0.0, 0.0, 0.0, (0, 0), {55: 0.0}, per_cpu={0: 0.0, 1: 0.0}),
+        # another job on CPU 1; this process (0.9 s) and its worker 55 (0.5 s) on both
+        _sample(1.0, 3.0, 0.9, (900, 900), {55: 0.5}, per_cpu={0: 1.2, 1: 1.8}),
+        # the worker's time on the run's CPU 0 is the run's, not another job's: no move
+        _sample(2.0, 5.5, 1.8, (1800, 1800), {55: 1.0}, per_cpu={0: 2.6, 1: 2.9}),
+        _sample(3.0, 6.5, 2.8, (2700, 1800), {55: 1.5}, per_cpu={0: 4.1, 1: 2.9}),  # quiet
+    ])
+    gov = ThreadGovernor(2, adaptive=True, child_pids=lambda: [55])
+    gov.tick(force=True)
+    assert pinned == [([0], None), ([0], 55)]
+    gov.tick(force=True)
+    assert pinned == [([0], None), ([0], 55)] and gov.narrowed
+    gov.tick(force=True)
+    assert not gov.narrowed and pinned[-2:] == [([0, 1], None), ([0, 1], 55)]
+
+
+def test_a_child_started_while_narrowed_gets_the_runs_cpus(monkeypatch, restore_threads):
     pinned = _two_cpus_recording_pins(monkeypatch)
     _scripted(monkeypatch, [
         _sample(0.0, 0.0, 0.0, (0, 0), per_cpu={0: 0.0, 1: 0.0}),
@@ -196,9 +218,9 @@ def test_a_child_started_while_narrowed_gets_the_launch_cpus(monkeypatch, restor
     gov = ThreadGovernor(2, adaptive=True, child_pids=lambda: [77])
     gov.tick(force=True)
     assert pinned == [([0], None)]
-    gov.tick(force=True)  # worker 77 appeared while narrowed: widened once
+    gov.tick(force=True)  # worker 77 appeared while narrowed: put on the run's CPU once
     gov.tick(force=True)
-    assert pinned == [([0], None), ([0, 1], 77)]
+    assert pinned == [([0], None), ([0], 77)]
     gov.restore()
     assert not gov.tick(force=True)  # a late tick (a learner thread) after restore: nothing
 
