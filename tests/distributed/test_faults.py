@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -33,6 +34,16 @@ def _table(world: int, procs) -> PeerTable:
     return PeerTable([PeerInfo(r, "host", pids[r], r, MACHINE) for r in range(world)], 0)
 
 
+def _wait_stopped(pid: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} did not stop")
+
+
 def _reaped(proc) -> int:
     return proc.wait(timeout=10)
 
@@ -47,6 +58,7 @@ def test_a_gloo_timeout_with_one_other_rank_names_it_as_stuck_and_stops_it(peers
 
 def test_a_stopped_rank_that_cannot_answer_sigterm_is_killed(peers):
     os.kill(peers[0].pid, signal.SIGSTOP)  # what the torchrun test does to rank 1
+    _wait_stopped(peers[0].pid)  # else a SIGTERM pending with the SIGSTOP is taken first
     why = _table(2, peers)._stop_local(_table(2, peers).peers[1:], grace_s=0.5)
     assert why == "; stopped it"
     assert _reaped(peers[0]) == -signal.SIGKILL
