@@ -43,8 +43,29 @@ def whole_buffer_mini_batches(experience: Experience, mini_batch_size: Optional[
             yield alf_nest.map_structure(lambda x: x[idx], segs)
 
 
+def preprocess_sampled(algorithm: Any, experience: Experience) -> Experience:
+    """``algorithm.preprocess_experience`` on a sampled ``[B, L]`` batch.
+
+    Its hook maps ``[B, L]`` fields (e.g. PPO's ``x[:, :-1]``); the per-sequence
+    ``batch_info`` (``[B]`` tensors and the buffer object) would break such a map, so it is
+    taken out for the call and attached to the result (rows are not reordered by
+    preprocessing; steps may be dropped).
+    """
+    info = experience.batch_info
+    if alf_nest.is_empty(info):
+        return algorithm.preprocess_experience(experience)
+    out = algorithm.preprocess_experience(experience._replace(batch_info=()))
+    return out._replace(batch_info=info) if alf_nest.is_empty(out.batch_info) else out
+
+
 def train_on_batch(algorithm, experience: Experience) -> Tuple[LossInfo, Any]:
     """One gradient step of ``algorithm`` on ``experience`` ``[B, L]``.
+
+    ``train_step`` is called with the state it needs: ``get_initial_train_state(B)``
+    for a stateless algorithm; for a stateful one (an RNN) each sequence starts from its
+    stored rollout state ``experience.state[:, 0]`` and restarts from
+    ``get_initial_train_state(B)`` where an episode begins. Importance weights
+    (``batch_info``) scale a per-sample ``[L, B]`` loss.
 
     Returns the (detached-loss) :class:`LossInfo` and the time-major train info ``[L, B]``.
     """

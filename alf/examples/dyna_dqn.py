@@ -107,10 +107,9 @@ class DynaLearner(Learner):
         return loss_info
 
     def _sample_transitions(self) -> Transition:
-        """``mini_batch_size`` one-step transitions ``[B]`` sampled from the replay buffer."""
-        alg = self.algorithm
-        batch = self.replay.sample(self.settings.mini_batch_size, self.replay.sequence_length())
-        return alg.make_transitions(alg.preprocess_experience(batch))
+        """``mini_batch_size`` one-step transitions ``[B]`` sampled from the replay buffer
+        (``Learner.sample``: sampled and preprocessed as the real Q updates' batches)."""
+        return self.algorithm.make_transitions(self.sample())
 
 
 @alf.configurable

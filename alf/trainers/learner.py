@@ -33,7 +33,7 @@ from typing import Any, ContextManager, Optional, Tuple
 import torch
 
 from alf import nest as alf_nest
-from alf.algorithms.replay_training import whole_buffer_mini_batches
+from alf.algorithms.replay_training import preprocess_sampled, whole_buffer_mini_batches
 from alf.data_structures import Experience, LossInfo, TimeStep
 from alf.errors import ConfigError
 from alf.metrics import EpisodeMetrics
@@ -183,8 +183,10 @@ class Learner:
     # ------------------------------------------------------------- iteration
     def run_iteration(self) -> int:
         """One training iteration (:meth:`train_iter`), then the unroller gets the new
-        weights; returns the env steps unrolled."""
+        weights; returns the env steps unrolled. Scalars gathered with
+        ``RunContext.add_iteration_scalar`` are written once the iteration is done."""
         steps = self.train_iter()
+        self._context.flush_iteration_scalars()
         if self._unroller is not None:
             self._unroller.after_train_iter(self._algorithm)
         return steps
@@ -193,9 +195,10 @@ class Learner:
         """Collect and train once; returns the number of env steps unrolled.
 
         The hook to override for an algorithm with a loop of its own (declare the
-        subclass in ``RLAlgorithm.learner_class``): build it from :meth:`collect`,
-        :meth:`train_from_replay`, ``self.replay`` (sampling) and the algorithm's
-        hooks."""
+        subclass in ``RLAlgorithm.learner_class``): build it from :meth:`collect` (and
+        :attr:`last_collected_steps`, what to return), :meth:`sample` with
+        ``algorithm.train_on_batch``, :meth:`train_from_replay` and the algorithm's
+        hooks (docs/writing_an_algorithm.md, "Where the loop lives, and replacing it")."""
         self.prepare()
         if self._algorithm.on_policy:
             steps = self.next_unroll_length()
@@ -220,8 +223,7 @@ class Learner:
             return 0, True  # pure offline, or hybrid's offline phase: step no env
         steps = self.next_unroll_length()
         if steps > 0 or self._settings.async_unroll:
-            with torch.no_grad():
-                self.collect(steps)
+            self.collect(steps)  # off-policy: without gradients
         if self.collecting_randomly():
             self._pending_batch = None
             return self._last_unroll_steps, None
@@ -282,14 +284,33 @@ class Learner:
         """Still within ``initial_collect_steps`` (random actions, no training)."""
         return self._context.env_steps < self._settings.initial_collect_steps
 
-    def collect(self, unroll_length: int) -> Optional[Experience]:
-        """Step the envs ``unroll_length`` times per env (random actions while
-        :meth:`collecting_randomly`).
+    @property
+    def last_collected_steps(self) -> int:
+        """The env steps the last :meth:`collect` added to ``context.env_steps`` (every
+        rank's in a data-parallel run): what a ``train_iter`` of one's own returns."""
+        return self._last_unroll_steps
 
-        On-policy: returns time-major ``Experience [T, B]`` (rollout infos keep their
-        graph). Otherwise the unroll is stored (:meth:`store`) and None returned.
+    def collect(self, unroll_length: int) -> Experience:
+        """Step the envs ``unroll_length`` times per env (random actions while
+        :meth:`collecting_randomly`) and return the time-major ``Experience [T, B]``
+        collected (``[T + 1, B]`` from an async unroller, whose last step is the bootstrap
+        step, collected again as the first of the next unroll); the env steps it added
+        are :attr:`last_collected_steps`.
+
+        On-policy (``algorithm.on_policy``) the rollout infos keep their autograd graph
+        (``train_from_unroll`` trains through it) and nothing is stored. Otherwise the
+        policy acts under ``torch.no_grad()`` (stored experience carries no graph: a
+        loss on it never backpropagates into an earlier rollout) and the unroll is also
+        stored in the replay buffer (:meth:`store`), where :meth:`sample` and
+        :meth:`train_from_replay` find it.
         """
         self.prepare()
+        if self._algorithm.on_policy:
+            return self._collect(unroll_length)
+        with torch.no_grad():
+            return self._collect(unroll_length)
+
+    def _collect(self, unroll_length: int) -> Experience:
         t0 = time.perf_counter()
         override = (random_actions(self._algorithm.action_spec, self._algorithm.device)
                     if self.collecting_randomly() else None)
@@ -302,12 +323,10 @@ class Learner:
                     return step(time_step, state)
         result = self._unroller.collect(policy_step, unroll_length, action_override=override)
         self._last_unroll_steps = self._context.count_env_steps(result.env_steps)
-        if self._algorithm.on_policy:
-            self._context.unroll_seconds += time.perf_counter() - t0
-            return result.experience
-        self.store(result)
+        if not self._algorithm.on_policy:
+            self.store(result)
         self._context.unroll_seconds += time.perf_counter() - t0
-        return None
+        return result.experience
 
     def store(self, result: UnrollResult) -> None:
         """Keep an off-policy unroll: a batch of ``[T + 1, B]`` trajectories for async
@@ -326,6 +345,44 @@ class Learner:
         return ready if dp is None else dp.all_ranks(ready)
 
     # -------------------------------------------------------------- training
+    def sample(self, batch_size: Optional[int] = None,
+               length: Optional[int] = None) -> Experience:
+        """One training mini-batch ``Experience [B, L]`` from the buffers, as the standard
+        replay loop trains on: sampled (offline and online rows mixed with
+        ``offline_buffer_dir``), then ``algorithm.preprocess_experience``, ready for
+        ``algorithm.train_on_batch`` (or, for transition learners, ``make_transitions``).
+
+        ``preprocess_experience`` sees the ``[B, L]`` fields only; the per-sequence
+        ``batch_info`` (``[B]`` env ids, positions, importance weights, the buffer) is
+        attached to what it returns, for the importance weights and priorities
+        (``replay.update_priority``). ``L`` may come back shorter (PPO's drops the last
+        step, which only bootstraps).
+
+        Args:
+            batch_size: ``B`` (None: ``TrainerConfig.mini_batch_size``).
+            length: ``L`` (None: ``replay.sequence_length()``, the algorithm's ``n_step +
+                1`` or ``TrainerConfig.mini_batch_length``).
+        """
+        self.prepare()
+        size = self._settings.mini_batch_size if batch_size is None else batch_size
+        if size is None:
+            raise ConfigError("Learner.sample: set TrainerConfig.mini_batch_size or pass "
+                              "batch_size")
+        length = self.replay.sequence_length() if length is None else int(length)
+        if self.replay_buffer is None and self.offline_buffer is None:
+            raise RuntimeError(
+                f"Learner.sample: {type(self._algorithm).__name__} trains without a replay "
+                "buffer here (on-policy, or async whole-buffer training): nothing to sample")
+        with self.buffer_lock:
+            if self.offline_buffer is None:
+                held = int(self.replay_buffer.current_size().max())
+                if held < length:
+                    raise RuntimeError(
+                        f"Learner.sample: the replay buffer holds {held} steps per env, fewer "
+                        f"than the {length} of a sequence; collect more first")
+            batch = self.replay.training_batch(int(size), length)
+        return preprocess_sampled(self._algorithm, batch)
+
     def train_from_replay(self, async_batch: Optional[Experience] = None) -> Optional[LossInfo]:
         """Off-policy update(s): ``async_batch`` (``[B, T+1]`` trajectories) or the whole
         buffer in epochs of mini-batches, else sampled mini-batches (module docstring)."""
@@ -341,6 +398,7 @@ class Learner:
             not self._uses("whole_replay_buffer_training")
         if loss_info is not None and not per_batch:
             self._algorithm.summarize_train(experience, info, loss_info)
+        self._context.flush_iteration_scalars()  # a learner thread's pinned iteration too
         return loss_info
 
     def _train_whole_buffer(self, pending: Optional[Experience]) -> _Trained:
@@ -384,7 +442,7 @@ class Learner:
         for _ in range(cfg.num_updates_per_train_iter):
             with lock:
                 batch = self.replay.training_batch(cfg.mini_batch_size, length)
-            experience = alg.preprocess_experience(batch)
+            experience = preprocess_sampled(alg, batch)
             loss_info, info = alg.train_on_batch(experience)
             with lock:
                 self.replay.update_priority(experience, loss_info)

@@ -147,8 +147,12 @@ class ReplaySource:
     def sample(self, batch_size: int, length: int,
                buffer: Optional[ReplayBuffer] = None) -> Experience:
         """``[B, L]`` sequences from ``buffer`` (default: the online replay buffer) with
-        their derived fields restored and ``batch_info`` set. Offline (dataset) rows are
-        raw env data: the data transformer's ``transform_replay`` is applied.
+        their derived fields restored and ``batch_info`` (per sequence: ``[B]``) set.
+        Offline (dataset) rows are raw env data: the data transformer's
+        ``transform_replay`` is applied. Not yet preprocessed: a training batch is
+        :meth:`Learner.sample <alf.trainers.learner.Learner.sample>`'s (or this through
+        :func:`~alf.algorithms.replay_training.preprocess_sampled`, which keeps the
+        ``[B]`` ``batch_info`` out of ``preprocess_experience``'s ``[B, L]`` maps).
 
         For an algorithm with ``replay_sample_blocks``, a uniform buffer is sampled a
         :class:`~alf.replay_buffers.sample_block.SampleBlock` of ``K * B`` sequences at

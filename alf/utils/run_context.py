@@ -9,7 +9,7 @@ context. Its counters are checkpointed.
 """
 import contextlib
 import threading
-from typing import Any, ContextManager, Dict, Iterator, Optional
+from typing import Any, ContextManager, Dict, Iterator, Optional, Tuple
 
 
 class RunContext:
@@ -47,6 +47,10 @@ class RunContext:
         # when a learner thread trains beside the acting thread (a lock then; else a no-op)
         self.weights_lock: ContextManager = contextlib.nullcontext()
         self._pinned = threading.local()  # see pinned_iteration
+        # add_iteration_scalar: {(tag, iteration): [reduce, values, env_steps]}, written by
+        # flush_iteration_scalars (the Learner's, once an iteration's training is done)
+        self._iteration_scalars: Dict[Tuple[str, int], list] = {}
+        self._iteration_scalars_lock = threading.Lock()
 
     def tick_cpu_governor(self) -> None:
         """Let the thread governor measure and resize if its period has passed."""
@@ -92,7 +96,11 @@ class RunContext:
         """Whether summaries are due in the current iteration: every ``summary_interval``
         iterations and, with ``summarize_first_interval``, iteration 1 and the first
         iteration that trains (off-policy runs collect random steps first: their first
-        losses come later), once its first gradient step is taken."""
+        losses come later), once its first gradient step is taken.
+
+        It stays true for the whole iteration: code that runs once per mini-batch
+        (``train_step``, ``calc_loss``) sees it true for every mini-batch of a summarised
+        iteration; :meth:`add_iteration_scalar` writes one point per iteration instead."""
         if self.summary_writer is None:
             return False
         pinned = getattr(self._pinned, "value", None)
@@ -121,16 +129,61 @@ class RunContext:
 
     def add_scalar(self, tag: str, value: Any, step: Optional[int] = None) -> None:
         """Write ``value`` under ``tag`` against ``step`` (default: iterations), and ``tag`` in
-        ``<group>_vs_EnvironmentSteps`` against env steps (ALF's convention)."""
+        ``<group>_vs_EnvironmentSteps`` against env steps (ALF's convention).
+
+        Every call writes a point. Called from ``calc_loss`` / ``train_step`` (once per
+        mini-batch) while :meth:`should_summarize`, that is one point per mini-batch, all at
+        the same iteration (TensorBoard draws them as a vertical zig-zag): use
+        :meth:`add_iteration_scalar` for one point per iteration."""
         if self.summary_writer is None:
             return
-        v = float(value)
-        if step is None:
-            step = self.summary_iteration()
-        self.summary_writer.add_scalar(tag, v, int(step))
+        self._write(tag, _to_float(value), self.summary_iteration() if step is None else step,
+                    self.env_steps)
+
+    def _write(self, tag: str, value: float, step: int, env_steps: int) -> None:
+        self.summary_writer.add_scalar(tag, value, int(step))
         group, _, name = tag.rpartition("/")
-        self.summary_writer.add_scalar(f"{group or 'Metrics'}_vs_EnvironmentSteps/{name}", v,
-                                       self.env_steps)
+        self.summary_writer.add_scalar(f"{group or 'Metrics'}_vs_EnvironmentSteps/{name}", value,
+                                       int(env_steps))
+
+    def add_iteration_scalar(self, tag: str, value: Any, reduce: str = "mean") -> None:
+        """One point per summarised iteration for ``tag``, however many times this is called
+        in it (e.g. from ``calc_loss``, once per mini-batch): the ``reduce`` (``"mean"`` or
+        ``"last"``) of the iteration's values, written when the Learner finishes the
+        iteration's training (:meth:`flush_iteration_scalars`), against the iteration (and
+        the env steps of the last call).
+
+        A no-op unless :meth:`should_summarize` (so no check is needed around it, and
+        ``value``, a Python number or a one-element tensor, is not read otherwise).
+        """
+        if reduce not in ("mean", "last"):
+            raise ValueError(f"RunContext.add_iteration_scalar({tag!r}): reduce must be "
+                             f"'mean' or 'last', got {reduce!r}")
+        if not self.should_summarize():
+            return
+        v = _to_float(value)
+        key = (tag, self.summary_iteration())
+        with self._iteration_scalars_lock:
+            stale = [k for k in self._iteration_scalars if k[1] != key[1]]
+            if stale:  # an iteration nothing flushed (a loop driven by hand): write it now
+                self._flush_locked(stale)
+            entry = self._iteration_scalars.setdefault(key, [reduce, [], 0])
+            entry[1].append(v)
+            entry[2] = self.env_steps
+
+    def flush_iteration_scalars(self) -> None:
+        """Write what :meth:`add_iteration_scalar` gathered (one point per tag and
+        iteration) and forget it. The Learner calls it after each iteration's training; a
+        loop driven by hand calls it when its iteration is done."""
+        with self._iteration_scalars_lock:
+            self._flush_locked(list(self._iteration_scalars))
+
+    def _flush_locked(self, keys: Any) -> None:
+        for key in keys:
+            reduce, values, env_steps = self._iteration_scalars.pop(key)
+            if self.summary_writer is not None and values:
+                v = values[-1] if reduce == "last" else sum(values) / len(values)
+                self._write(key[0], v, key[1], env_steps)
 
     def state_dict(self) -> Dict[str, int]:
         return {"iteration": self.iteration, "env_steps": self.env_steps,
@@ -140,6 +193,12 @@ class RunContext:
         self.iteration = int(state["iteration"])
         self.env_steps = int(state["env_steps"])
         self.num_updates = int(state.get("num_updates", 0))
+
+
+def _to_float(value: Any) -> float:
+    """A number or a one-element tensor (detached first: a loss term keeps its graph)."""
+    detach = getattr(value, "detach", None)
+    return float(detach() if callable(detach) else value)
 
 
 def default_run_context() -> RunContext:

@@ -92,8 +92,9 @@ def test_on_policy_unroll_returns_time_major_experience_with_gradients(env):
 def test_off_policy_unroll_stores_what_the_env_produced(env):
     ctx = RunContext(num_iterations=10)
     learner = _make(PPOAlgorithm, env, config=_config(PPOAlgorithm), ctx=ctx)
-    assert learner.collect(4) is None
-    assert learner.collect(3) is None  # continues the episode: no reset in between
+    # returns what it stored (time-major), without autograd
+    assert learner.collect(4).step_type.shape == (4, 2) and learner.last_collected_steps == 8
+    assert learner.collect(3).step_type.shape == (3, 2)  # continues the episode: no reset
     assert env.num_resets == 1 and ctx.env_steps == 14
     buf = learner.replay_buffer
     # unroll_length + 1 kept step + 1 slot for the kept step's predecessor
