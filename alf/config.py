@@ -14,24 +14,80 @@ import logging
 import os
 import re
 import sys
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
 import gin
 
 from alf.config_checks import check_bindings
+from alf.config_subclass import check_forwarded_params, check_parent_bindings, forwarded_params
 from alf.errors import ConfigError
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
 
 
-def configurable(fn_or_name=None, *, module: Optional[str] = None, allowlist=None, denylist=None):
+def configurable(fn_or_name=None, *, module: Optional[str] = None, allowlist=None,
+                 denylist=None, mutable: Union[str, Sequence[str]] = ()):
     """Make a class or function bindable from gin files.
 
-    Usable as ``@alf.configurable`` or ``@alf.configurable("Name")``. Names are
-    registered both bare (``PPOAlgorithm.x``) and module-qualified
+    Usable as ``@alf.configurable``, ``@alf.configurable("Name")`` or with keyword
+    arguments. Names are registered both bare (``PPOAlgorithm.x``) and module-qualified
     (``alf.algorithms.ppo_algorithm.PPOAlgorithm.x``).
+
+    Args:
+        fn_or_name: the class/function (bare decorator) or the name to register.
+        module, allowlist, denylist: as for ``gin.configurable``.
+        mutable: parameters population-based training may change in the middle of a run
+            (``alf.bin.pbt --param``; see :mod:`alf.studies.pbt_params`), e.g.
+            ``@alf.configurable(mutable=("v_max",))``. Declare only values read from the
+            config when the object is built and kept outside its ``state_dict`` (a
+            plain attribute, not a parameter or registered buffer) that do not shape
+            anything saved: a resumed segment builds the object again with the new value
+            and then loads the checkpoint. A name that is not a parameter (its own or,
+            for a class that forwards ``**kwargs``, its parent's) is a
+            :class:`ConfigError` when the module is imported.
     """
-    return gin.configurable(fn_or_name, module=module, allowlist=allowlist, denylist=denylist)
+    def register(fn, name):
+        if mutable:
+            _declare_mutable(name or fn.__name__, fn, mutable)
+        return gin.configurable(name, module=module, allowlist=allowlist,
+                                denylist=denylist)(fn)
+
+    if callable(fn_or_name) and not isinstance(fn_or_name, str):
+        return register(fn_or_name, None)
+    return lambda fn: register(fn, fn_or_name)
+
+
+# configurable name (as registered, without module) -> parameters declared mutable with
+# ``alf.configurable(mutable=...)``; read by alf.studies.pbt_params
+_declared_mutable: Dict[str, FrozenSet[str]] = {}
+
+
+def _declare_mutable(name: str, fn: Callable, params: Union[str, Sequence[str]]) -> None:
+    names = (params,) if isinstance(params, str) else tuple(params)
+    valid = forwarded_params(fn)
+    if valid is None:
+        try:
+            sig = inspect.signature(fn.__init__ if inspect.isclass(fn) else fn)
+        except (TypeError, ValueError):
+            sig = None
+        valid = {} if sig is None else {
+            n: fn for n, p in sig.parameters.items() if n != "self" and p.kind in (
+                p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for p in names:
+        if p not in valid:
+            close = difflib.get_close_matches(p, list(valid), n=3)
+            hint = (f" Did you mean: {', '.join(close)}?" if close else
+                    f" Its parameters: {', '.join(valid) or 'none'}.")
+            raise ConfigError(f"alf.configurable(mutable=...) of {name}: '{p}' is not a "
+                              f"parameter of {name}.{hint}")
+    short = name.split(".")[-1]
+    _declared_mutable[short] = _declared_mutable.get(short, frozenset()) | frozenset(names)
+
+
+def declared_mutable() -> Dict[str, FrozenSet[str]]:
+    """Configurable name -> the parameters declared with ``alf.configurable(mutable=...)``
+    by the modules imported so far."""
+    return dict(_declared_mutable)
 
 
 def resolve_conf_file(conf: str) -> str:
@@ -340,7 +396,9 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
                 gin.parse_config(param)
         except Exception as e:  # noqa: BLE001
             raise _friendly_gin_error(e, f"--conf_param '{param}'", single_line_source=True) from None
+    check_forwarded_params(binding_location)  # a name gin let through (a **kwargs subclass)
     check_bindings(binding_location)
+    check_parent_bindings(binding_location)
 
 
 def config_text() -> str:

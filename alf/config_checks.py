@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import gin
 
 from alf.config_ranges import Range
+from alf.config_subclass import forwarded_params
 from alf.errors import ConfigError
 
 _LITERAL_TYPES = (bool, int, float, complex, str, bytes, type(None), list, tuple, dict)
@@ -46,8 +47,13 @@ def check_bindings(location_of: Callable[[str], Optional[str]]) -> None:
         hints = _type_hints(target)
         declared = _type_hints(target, extras=True)  # with their Range declarations
         defaults = _defaults(target)
+        forwarded = _forwarded_targets(selector)
         for name, bound in params.items():
-            if name not in hints:
+            if name not in hints and name in forwarded:  # ``Sub.gamma`` through **kwargs
+                hints[name] = _type_hints(forwarded[name]).get(name)
+                declared[name] = _type_hints(forwarded[name], extras=True).get(name)
+                defaults.setdefault(name, _defaults(forwarded[name]).get(name, _UNDEFINED))
+            if hints.get(name) is None:
                 continue
             key = f"{selector.split('.')[-1]}.{name}"
             shown = f"{scope}/{key}" if scope else key
@@ -274,6 +280,18 @@ def _signature_target(selector: str) -> Optional[Callable]:
         return None
     fn = registered.wrapped
     return fn.__init__ if inspect.isclass(fn) else fn
+
+
+def _forwarded_targets(selector: str) -> Dict[str, Callable]:
+    """For a class that takes ``**kwargs``: parameter name -> the ``__init__`` up its MRO
+    that declares it (:func:`alf.config_subclass.forwarded_params`), so a forwarded binding
+    is checked against the hint where the parameter is declared."""
+    try:
+        registered = gin.config._REGISTRY.get_match(selector)  # pylint: disable=protected-access
+    except Exception:  # noqa: BLE001
+        return {}
+    owners = forwarded_params(registered.wrapped) if registered is not None else None
+    return {n: k.__dict__["__init__"] for n, k in (owners or {}).items()}
 
 
 def _defaults(target: Callable) -> Dict[str, Any]:

@@ -11,9 +11,23 @@ target-update rates) qualify; these do not, and are refused with one line:
 - network sizes, env counts, replay buffer length (they shape the saved state);
 - state the checkpoint restores: an optimizer's ``betas``/``eps`` (its param groups),
   SAC's ``initial_alpha`` (the learned log-alpha), normaliser settings.
+
+A researcher's own parameter qualifies on the same terms and is declared where it is
+defined: ``@alf.configurable(mutable=("v_max",))`` (checked: a name that is not a
+parameter is an error when the module is imported). A resumed segment parses the run's
+config with the new value and builds every object again before loading the checkpoint,
+so a value read at construction and kept as a plain attribute (not a parameter or a
+registered buffer, which the checkpoint restores) takes effect from that segment on. A
+subclass parameter forwarded through ``**kwargs`` to a parent that lists it
+(``ClippedDqn.gamma`` -> ``DqnAlgorithm.gamma``) is mutable as the parent's is.
 """
+import inspect
 from typing import Dict, FrozenSet
 
+import gin
+
+from alf.config import declared_mutable
+from alf.config_subclass import forwarded_params
 from alf.errors import ConfigError
 
 #: configurable -> parameters PBT may change between two segments of a run
@@ -61,7 +75,7 @@ def check_mutable(binding: str) -> None:
         ConfigError: one line naming the parameter, why, and what may change instead.
     """
     configurable, param = configurable_of(binding)
-    if param in MUTABLE.get(configurable, ()):
+    if param in mutable_params(configurable):
         return
     allowed = ", ".join(f"{c.rsplit('.', 1)[-1]}.{{{','.join(sorted(p))}}}"
                         for c, p in MUTABLE.items() if c in (configurable,)) or \
@@ -69,4 +83,26 @@ def check_mutable(binding: str) -> None:
         "clip ranges, target-update rates"
     raise ConfigError(f"--param {binding}: PBT cannot change it in the middle of a run (it is "
                       "read once when the run is built or restored from its checkpoint); "
-                      f"mutable here: {allowed} (full list: alf/studies/pbt_params.py)")
+                      f"mutable here: {allowed} (full list: alf/studies/pbt_params.py; a "
+                      "parameter of your own: @alf.configurable(mutable=(...)), "
+                      "docs/experiments.md)")
+
+
+def mutable_params(configurable: str) -> FrozenSet[str]:
+    """The parameters of ``configurable`` (as :func:`configurable_of` returns it) PBT may
+    change: listed in :data:`MUTABLE`, declared with ``alf.configurable(mutable=...)`` by
+    an imported module, or forwarded through ``**kwargs`` to a parent that has them."""
+    short = configurable.rsplit(".", 1)[-1]
+    declared = declared_mutable()
+    found = set(MUTABLE.get(configurable, ())) | set(declared.get(short, ()))
+    try:
+        registered = gin.config._REGISTRY.get_match(configurable)  # pylint: disable=protected-access
+    except Exception:  # noqa: BLE001 - an unknown name has nothing mutable
+        registered = None
+    cls = registered.wrapped if registered is not None else None
+    for name, owner in ((forwarded_params(cls) or {}).items() if inspect.isclass(cls) else ()):
+        if owner is not cls:
+            owner_name = _SHORT.get(owner.__name__, owner.__name__)
+            if name in MUTABLE.get(owner_name, ()) or name in declared.get(owner.__name__, ()):
+                found.add(name)
+    return frozenset(found)
