@@ -7,7 +7,9 @@ the bottom ones continue from a top member's checkpoint with perturbed hyper-par
 
 Members are ordinary alf runs in ``<study_dir>/members/m<i>`` (TensorBoard, ``alf.bin.play``
 work on them). Only parameters that can change mid-run are accepted (learning rates, loss
-coefficients, discounts, clip ranges, ...; the list: ``alf/studies/pbt_params.py``).
+coefficients, discounts, clip ranges, ...; the list: ``alf/studies/pbt_params.py``; a
+researcher's own parameter once its class declares it with
+``@alf.configurable(mutable=("name",))``, docs/experiments.md).
 ``lineage.csv``, ``lineage.md`` and ``lineage.png`` show who copied whom and each member's
 hyper-parameters over time. ``--noexploit`` trains the same members without exploit and
 explore (the baseline PBT should beat). Ctrl-C stops every member with a checkpoint; the
