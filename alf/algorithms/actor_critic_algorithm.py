@@ -53,6 +53,10 @@ class ActorCriticAlgorithm(RLAlgorithm):
             they may still be recurrent). None: each network encodes the observation.
         loss_ctor: builds the loss object (``ActorCriticLoss`` by default).
         optimizer: optimizer factory for all parameters.
+        is_eval: build for evaluation only: no value network, no optimizer;
+            ``rollout_step`` then raises (it needs the value); a training checkpoint
+            loads into it (:func:`alf.experiment.checkpoint_state_for`,
+            docs/design/eval_builds.md).
     """
 
     on_policy = True
@@ -63,21 +67,26 @@ class ActorCriticAlgorithm(RLAlgorithm):
                  encoding_network_ctor: Optional[Callable] = None,
                  loss_ctor: Callable = ActorCriticLoss, context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
-                 name: str = "ActorCriticAlgorithm"):
+                 name: str = "ActorCriticAlgorithm", is_eval: bool = False):
         encoder, head_input_spec = None, observation_spec
         if encoding_network_ctor is not None:
             encoder = encoding_network_ctor(input_spec=observation_spec)
             head_input_spec = check_feature_encoder(name, encoder)
         actor_network = actor_network_ctor(input_spec=head_input_spec, action_spec=action_spec)
-        value_network = value_network_ctor(input_spec=head_input_spec)
-        state_spec = ActorCriticState(actor=actor_network.state_spec, value=value_network.state_spec)
-        super().__init__(observation_spec, action_spec, reward_spec, context=context, optimizer=optimizer,
+        # is_eval: predict_step reads the encoder and the actor only (docs/design/eval_builds.md)
+        value_network = None if is_eval else value_network_ctor(input_spec=head_input_spec)
+        state_spec = ActorCriticState(actor=actor_network.state_spec,
+                                      value=() if is_eval else value_network.state_spec)
+        super().__init__(observation_spec, action_spec, reward_spec, context=context,
+                         optimizer=None if is_eval else optimizer,
                          train_state_spec=state_spec,
                          debug_summaries=debug_summaries, name=name)
         self._encoder = encoder  # None, or a registered sub-module (before the heads)
         self._actor_network = actor_network
         self._value_network = value_network
         self._loss = loss_ctor()
+        if is_eval:
+            self.eval_omitted = ("_value_network",)
 
     def check_training_config(self, config: Any) -> None:
         super().check_training_config(config)
@@ -94,6 +103,10 @@ class ActorCriticAlgorithm(RLAlgorithm):
 
     def _policy(self, observation, state: ActorCriticState):
         """``observation [B, ...]`` -> (distribution ``[B]``, value ``[B]``, new state)."""
+        if self._value_network is None:
+            raise RuntimeError(f"{self._name} was built with is_eval=True (no value network): "
+                               "it has predict_step only; build it with role='learner' (or "
+                               "'actor') to roll out or train")
         x = self._encode(observation)
         dist, actor_state = self._actor_network(x, state=state.actor)
         value, value_state = self._value_network(x, state=state.value)

@@ -87,13 +87,13 @@ class APPOAlgorithm(PPOAlgorithm):
                  loss_ctor: Callable = PPOLoss,
                  context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
-                 name: str = "APPOAlgorithm"):
+                 name: str = "APPOAlgorithm", is_eval: bool = False):
         super().__init__(observation_spec, action_spec, reward_spec,
                          actor_network_ctor=actor_network_ctor,
                          value_network_ctor=value_network_ctor,
                          encoding_network_ctor=encoding_network_ctor, gamma=gamma,
                          gae_lambda=vtrace_lambda, loss_ctor=loss_ctor, context=context, optimizer=optimizer, debug_summaries=debug_summaries,
-                         name=name)
+                         name=name, is_eval=is_eval)
         self._vtrace_lambda = vtrace_lambda
         self._clip_rho = clip_rho_threshold
         self._clip_c = clip_c_threshold

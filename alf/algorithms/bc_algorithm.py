@@ -76,6 +76,9 @@ class BcAlgorithm(OffPolicyAlgorithm):
             ``[min + m * half_range, max - m * half_range]`` with ``m`` this fraction.
         optimizer: None = Adam(1e-3).
         n_step, gamma: see OffPolicyAlgorithm (BC reads step 0 of each transition only).
+        is_eval: build for evaluation only: the actor without its optimizer; a training
+            checkpoint loads into it (:func:`alf.experiment.checkpoint_state_for`,
+            docs/design/eval_builds.md).
     """
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
@@ -85,7 +88,8 @@ class BcAlgorithm(OffPolicyAlgorithm):
                  optimizer: Optional[OptimizerFactory] = None,
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  context: Optional[RunContext] = None,
-                 debug_summaries: bool = False, name: str = "BcAlgorithm"):
+                 debug_summaries: bool = False, name: str = "BcAlgorithm",
+                 is_eval: bool = False):
         if not isinstance(action_spec, TensorSpec) or not (
                 action_spec.is_discrete() and action_spec.ndim == 0
                 or action_spec.is_continuous() and action_spec.ndim == 1):
@@ -105,11 +109,13 @@ class BcAlgorithm(OffPolicyAlgorithm):
                               f"{nll_action_margin}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, context=context,
-                         optimizer=optimizer or Adam(lr=1e-3),
+                         optimizer=None if is_eval else optimizer or Adam(lr=1e-3),
                          debug_summaries=debug_summaries, name=name)
         self._discrete = discrete
         self._loss_type = loss_type
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        if is_eval:  # BC is its actor; only the optimizer is left out
+            self.eval_omitted = ()
         if not self._discrete:
             dim = action_spec.shape[0]
             lo, hi = _bounds(action_spec)

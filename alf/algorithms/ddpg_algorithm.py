@@ -56,6 +56,9 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         actor_update_period: update the actor and the targets every this many critic updates.
         actor_optimizer, critic_optimizer: None = Adam(1e-3).
         n_step, gamma, target_update_tau: see OffPolicyAlgorithm.
+        is_eval: build for evaluation only: no critics, no target actor or critics, no
+            optimizers; a training checkpoint loads into it
+            (:func:`alf.experiment.checkpoint_state_for`, docs/design/eval_builds.md).
     """
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
@@ -71,7 +74,8 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
                  n_step: PositiveInt = 1, gamma: Discount = 0.99,
                  target_update_tau: UpdateRate = 0.005,
                  context: Optional[RunContext] = None,
-                 debug_summaries: bool = False, name: str = "DdpgAlgorithm"):
+                 debug_summaries: bool = False, name: str = "DdpgAlgorithm",
+                 is_eval: bool = False):
         if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous()
                 and action_spec.ndim == 1 and np.all(np.isfinite(action_spec.minimum))
                 and np.all(np.isfinite(action_spec.maximum))):
@@ -85,10 +89,13 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
                          gamma=gamma, target_update_tau=target_update_tau,
                          target_update_period=actor_update_period, context=context, debug_summaries=debug_summaries, name=name)
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
-        self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
-                                           num_critics=num_critics)
-        self._target_actor = self.register_target(self._actor)
-        self._target_critic = self.register_target(self._critic)
+        if is_eval:  # the actor alone acts (docs/design/eval_builds.md)
+            self.eval_omitted = ("_critic", "_target_actor", "_target_critic")
+        else:
+            self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
+                                               num_critics=num_critics)
+            self._target_actor = self.register_target(self._actor)
+            self._target_critic = self.register_target(self._critic)
         lo = torch.as_tensor(action_spec.minimum, dtype=torch.float32).expand(action_spec.shape)
         hi = torch.as_tensor(action_spec.maximum, dtype=torch.float32).expand(action_spec.shape)
         self.register_buffer("_action_low", lo.clone(), persistent=False)
@@ -98,8 +105,9 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         self._target_policy_noise = float(target_policy_noise)
         self._target_noise_clip = float(target_noise_clip)
         self._actor_update_period = int(actor_update_period)
-        self.add_optimizer(actor_optimizer or Adam(lr=1e-3), [self._actor])
-        self.add_optimizer(critic_optimizer or Adam(lr=1e-3), [self._critic])
+        if not is_eval:
+            self.add_optimizer(actor_optimizer or Adam(lr=1e-3), [self._actor])
+            self.add_optimizer(critic_optimizer or Adam(lr=1e-3), [self._critic])
 
     def _clip(self, action: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(action, self._action_high), self._action_low)

@@ -49,6 +49,9 @@ class DqnAlgorithm(OffPolicyAlgorithm):
         optimizer: None = Adam(1e-4).
         n_step, gamma, target_update_tau, target_update_period: see OffPolicyAlgorithm
             (DQN default: hard copy every 1000 gradient steps).
+        is_eval: build for evaluation only: the Q-network (the policy) without its
+            target and optimizer; a training checkpoint loads into it
+            (:func:`alf.experiment.checkpoint_state_for`, docs/design/eval_builds.md).
     """
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
@@ -61,7 +64,8 @@ class DqnAlgorithm(OffPolicyAlgorithm):
                  target_update_tau: UpdateRate = 1.0,
                  target_update_period: PositiveInt = 1000,
                  context: Optional[RunContext] = None,
-                 debug_summaries: bool = False, name: str = "DqnAlgorithm"):
+                 debug_summaries: bool = False, name: str = "DqnAlgorithm",
+                 is_eval: bool = False):
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_discrete()
                 and action_spec.ndim == 0):
             raise IncompatibleSpecError(
@@ -72,10 +76,13 @@ class DqnAlgorithm(OffPolicyAlgorithm):
             raise ConfigError(f"{name}.loss must be 'huber' or 'mse', got {loss!r}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, n_step=n_step,
                          gamma=gamma, target_update_tau=target_update_tau,
-                         target_update_period=target_update_period, context=context, optimizer=optimizer or Adam(lr=1e-4),
+                         target_update_period=target_update_period, context=context, optimizer=None if is_eval else optimizer or Adam(lr=1e-4),
                          debug_summaries=debug_summaries, name=name)
         self._q_network = q_network_ctor(input_spec=observation_spec, action_spec=action_spec)
-        self._target_q_network = self.register_target(self._q_network)
+        if is_eval:  # the policy is the Q-network: only its target is left out
+            self.eval_omitted = ("_target_q_network",)
+        else:
+            self._target_q_network = self.register_target(self._q_network)
         self._double_q = bool(double_q)
         self._epsilon = epsilon_greedy
         self._huber = loss == "huber"

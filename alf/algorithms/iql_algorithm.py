@@ -150,6 +150,9 @@ class IqlAlgorithm(OffPolicyAlgorithm):
             cosine decay over training; constant 3e-4 when no training length is known).
         critic_optimizer: for the critics and V together. None = Adam(3e-4).
         n_step, gamma, target_update_tau, target_update_period: see OffPolicyAlgorithm.
+        is_eval: build for evaluation only: no critics, no V network, no target critics, no
+            optimizers; a training checkpoint loads into it
+            (:func:`alf.experiment.checkpoint_state_for`, docs/design/eval_builds.md).
     """
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
@@ -167,7 +170,8 @@ class IqlAlgorithm(OffPolicyAlgorithm):
                  target_update_tau: UpdateRate = 0.005,
                  target_update_period: PositiveInt = 1,
                  context: Optional[RunContext] = None,
-                 debug_summaries: bool = False, name: str = "IqlAlgorithm"):
+                 debug_summaries: bool = False, name: str = "IqlAlgorithm",
+                 is_eval: bool = False):
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_continuous()
                 and action_spec.ndim == 1):
             raise ConfigError(
@@ -182,10 +186,13 @@ class IqlAlgorithm(OffPolicyAlgorithm):
                          gamma=gamma, target_update_tau=target_update_tau,
                          target_update_period=target_update_period, context=context, debug_summaries=debug_summaries, name=name)
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
-        self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
-                                           num_critics=num_critics)
-        self._value = value_network_ctor(input_spec=observation_spec)
-        self._target_critic = self.register_target(self._critic)
+        if is_eval:  # the actor alone acts (docs/design/eval_builds.md)
+            self.eval_omitted = ("_critic", "_value", "_target_critic")
+        else:
+            self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
+                                               num_critics=num_critics)
+            self._value = value_network_ctor(input_spec=observation_spec)
+            self._target_critic = self.register_target(self._critic)
         self._expectile = float(expectile)
         self._temperature = float(temperature)
         self._max_weight = float(max_weight)
@@ -197,8 +204,10 @@ class IqlAlgorithm(OffPolicyAlgorithm):
             self.register_buffer("_action_high", hi, persistent=False)
             self.register_buffer("_clip_low", lo + margin, persistent=False)
             self.register_buffer("_clip_high", hi - margin, persistent=False)
-        self.add_optimizer(actor_optimizer or Adam(lr=CosineDecaySchedule(3e-4)), [self._actor])
-        self.add_optimizer(critic_optimizer or Adam(lr=3e-4), [self._critic, self._value])
+        if not is_eval:
+            self.add_optimizer(actor_optimizer or Adam(lr=CosineDecaySchedule(3e-4)),
+                               [self._actor])
+            self.add_optimizer(critic_optimizer or Adam(lr=3e-4), [self._critic, self._value])
 
     # ------------------------------------------------------------- acting
     def predict_step(self, time_step: TimeStep, state: Any = ()) -> AlgStep:

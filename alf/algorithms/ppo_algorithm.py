@@ -72,13 +72,13 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                  loss_ctor: Callable = PPOLoss,
                  context: Optional[RunContext] = None,
                  optimizer: Optional[OptimizerFactory] = None, debug_summaries: bool = False,
-                 name: str = "PPOAlgorithm"):
+                 name: str = "PPOAlgorithm", is_eval: bool = False):
         super().__init__(observation_spec, action_spec, reward_spec,
                          actor_network_ctor=actor_network_ctor,
                          value_network_ctor=value_network_ctor,
                          encoding_network_ctor=encoding_network_ctor, loss_ctor=loss_ctor,
                          context=context, optimizer=optimizer,
-                         debug_summaries=debug_summaries, name=name)
+                         debug_summaries=debug_summaries, name=name, is_eval=is_eval)
         self._gamma = gamma
         self._gae_lambda = gae_lambda
 

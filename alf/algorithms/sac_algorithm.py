@@ -108,6 +108,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
         fixed_alpha: if set, alpha is this constant and not learned.
         actor_optimizer, critic_optimizer, alpha_optimizer: None = Adam(3e-4).
         n_step, gamma, target_update_tau, target_update_period: see OffPolicyAlgorithm.
+        is_eval: build for evaluation only: no critics, no target critics, no optimizers
+            (``_log_alpha`` is kept); a training checkpoint loads into it
+            (:func:`alf.experiment.checkpoint_state_for`, docs/design/eval_builds.md).
     """
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
@@ -128,7 +131,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
                  target_update_tau: UpdateRate = 0.005,
                  target_update_period: PositiveInt = 1,
                  context: Optional[RunContext] = None,
-                 debug_summaries: bool = False, name: str = "SacAlgorithm"):
+                 debug_summaries: bool = False, name: str = "SacAlgorithm",
+                 is_eval: bool = False):
         if not isinstance(action_spec, TensorSpec) or not (
                 action_spec.is_discrete() and action_spec.ndim == 0
                 or action_spec.is_continuous() and action_spec.ndim == 1):
@@ -149,6 +153,12 @@ class SacAlgorithm(OffPolicyAlgorithm):
         self._actor_mean_q = actor_critic_reduction == "mean"
         self._discrete = action_spec.is_discrete()
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        if is_eval:  # predict_step reads the actor only (docs/design/eval_builds.md)
+            self.eval_omitted = ("_critic", "_target_critic")
+            self._log_alpha = nn.Parameter(torch.tensor(0.0), requires_grad=False)
+            if not self._discrete:
+                self._check_bounded_actor()
+            return
         if self._discrete:
             self._critic = q_network_ctor(input_spec=observation_spec, action_spec=action_spec,
                                           num_critics=num_critics)

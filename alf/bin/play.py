@@ -42,7 +42,7 @@ from alf.environments import create_environment
 from alf.environments.atari import is_atari_spec
 from alf.environments.env_ids import find_env_spec
 from alf.errors import CheckpointError, ConfigError, UserError
-from alf.experiment import EnvSpecs, build_algorithm
+from alf.experiment import EnvSpecs, build_algorithm, checkpoint_state_for
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.evaluator import evaluate
 from alf.trainers.experiment_signature import load_algorithm_state
@@ -149,7 +149,8 @@ def _main() -> int:
         algorithm = build_algorithm(config, EnvSpecs.of(env), "player", RunContext())
         transformer = algorithm.data_transformer
         iteration, state = _load_checkpoint(os.path.join(root_dir, "train"))
-        load_algorithm_state(algorithm, state["algorithm"], root_dir)
+        load_algorithm_state(algorithm, checkpoint_state_for(algorithm, state["algorithm"]),
+                             root_dir)
         algorithm.eval()
         print(f"Loaded checkpoint at iteration {iteration:,} "
               f"({state['context']['env_steps']:,} env steps)", file=sys.stderr)

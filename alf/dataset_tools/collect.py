@@ -25,7 +25,7 @@ from alf.dataset_tools.export import describe_transformers, env_specs, parse_run
 from alf.datasets.format import DatasetInfo, DatasetSteps, DatasetWriter, check_output_path
 from alf.environments import create_environment
 from alf.errors import CheckpointError, ConfigError
-from alf.experiment import EnvSpecs, build_algorithm
+from alf.experiment import EnvSpecs, build_algorithm, checkpoint_state_for
 from alf.tensor_specs import BoundedTensorSpec
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.experiment_signature import load_algorithm_state
@@ -65,10 +65,13 @@ def check_collect_args(collect_steps: int, policy: str, epsilon: float, noise_st
                           "(--conf works only with --policy=random)")
 
 
-def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int] = None):
-    """The run's algorithm (player role) with its newest checkpoint (or the one of
-    ``iteration``, a milestone's too) loaded."""
-    algorithm = build_algorithm(config, specs, "player", RunContext())
+def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int] = None,
+                 greedy: bool = True):
+    """The run's algorithm with its newest checkpoint (or the one of ``iteration``, a
+    milestone's too) loaded: the evaluation-only build (player role) for ``greedy``
+    (``predict_step``); the full acting build (actor role) to sample with ``rollout_step``,
+    which may read more than the actor (PPO's value for its rollout info)."""
+    algorithm = build_algorithm(config, specs, "player" if greedy else "actor", RunContext())
     ckpt_dir = os.path.join(root_dir, "train")
     checkpointer = Checkpointer(ckpt_dir)
     if iteration is None:
@@ -82,7 +85,8 @@ def _load_policy(root_dir: str, config: Any, specs: Any, iteration: Optional[int
                               f"alf.bin.train --root_dir={root_dir} ...), or use "
                               "--policy=random")
     iteration, state, _ = found
-    load_algorithm_state(algorithm, state["algorithm"], root_dir)
+    load_algorithm_state(algorithm, checkpoint_state_for(algorithm, state["algorithm"]),
+                         root_dir)
     algorithm.eval()
     env_steps = int(state.get("context", {}).get("env_steps", 0))
     return algorithm, iteration, env_steps
@@ -223,7 +227,7 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
                                    "noise_std": noise_std, "num_envs": k, "seed": seed}
         if policy != "random":
             algorithm, iteration, steps = _load_policy(root_dir, config, EnvSpecs.of(env),
-                                                       checkpoint)
+                                                       checkpoint, greedy=policy == "greedy")
             transformer = algorithm.data_transformer
             source.update(root_dir=root_dir, iteration=iteration, trained_env_steps=steps)
         else:

@@ -108,7 +108,10 @@ def _load_player(root):
     finally:
         env.close()
     _, state, _ = Checkpointer(os.path.join(root, "train")).load_latest()
-    algorithm.load_state_dict(state["algorithm"])
+    # the player is an evaluation-only build: the checkpoint's critics / optimizers are
+    # skipped by alf.experiment's rule (docs/design/eval_builds.md)
+    from alf.experiment import checkpoint_state_for
+    algorithm.load_state_dict(checkpoint_state_for(algorithm, state["algorithm"]))
     return algorithm.eval()
 
 
