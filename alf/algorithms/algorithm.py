@@ -362,3 +362,7 @@ def _scalar(x: Any) -> float:
     if isinstance(x, torch.Tensor):
         return float(x.detach().float().mean())
     return float(x)
+
+
+# registers the gin configurable ``pretrained`` wherever an algorithm is importable
+from alf.algorithms import pretrained as _pretrained  # noqa: E402,F401
