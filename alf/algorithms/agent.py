@@ -1,0 +1,229 @@
+"""``Agent``: one RL algorithm and sub-algorithms in roles, composed from gin
+(docs/design/agent.md).
+
+::
+
+    TrainerConfig.algorithm_ctor = @Agent
+    Agent.rl_algorithm_cls = @PPOAlgorithm
+    Agent.reward_modules = [@RNDRewardModule]
+    Agent.reward_weights = [1.0, 0.5]          # extrinsic, then one per module
+
+What the RL algorithm sees: the env's reward replaced by the weighted sum of the
+extrinsic reward and each module's intrinsic reward, computed on the learner from the
+stored observations when a batch is trained on (``preprocess_experience``: every
+replay regime, async batches, offline and hybrid batches pass through it); nothing
+else changes for it, and nothing extra is stored or sent to actors (reward modules
+are left out of ``rollout_state_dict``). The reward of step ``t`` belongs to the
+transition ``t-1 -> t``, so a module sees ``(observation[t-1], prev_action[t],
+observation[t])`` of one sequence; a sequence's first step (and the first step of an
+episode) gets no intrinsic reward, which no algorithm trains on.
+
+Each part updates with its own optimizer on the same batch: the RL algorithm's own
+``train_on_batch`` (its overrides keep working), then each module's
+:meth:`~alf.algorithms.reward_module.RewardModule.update`. The Agent has the RL
+algorithm's training regime (on-policy, whole buffer, ...), specs and states, so the
+Learner, unrollers, learner thread and torchrun treat it as that algorithm.
+
+Not built yet (docs/design/agent.md): representation learners, per-column values for
+actor-critic algorithms (the RL algorithm sees the weighted sum), reward-weight
+schedules, and reward modules for algorithms that train through the rollout's graph
+(A2C, REINFORCE: refused with one error).
+"""
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import torch
+
+import alf
+from alf import nest as alf_nest
+from alf.algorithms.ppo_algorithm import PPOAlgorithm
+from alf.algorithms.reward_module import RewardModule
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.errors import ConfigError
+from alf.tensor_specs import TensorSpec
+from alf.utils.run_context import RunContext
+
+#: what the Agent takes over from its RL algorithm (read by the Learner and the Trainer)
+_REGIME = ("on_policy", "whole_replay_buffer_training", "clear_replay_buffer",
+           "replay_sample_blocks", "learner_class")
+
+
+@alf.configurable
+class Agent(RLAlgorithm):
+    """An RL algorithm with intrinsic-reward modules.
+
+    Args:
+        observation_spec, action_spec, reward_spec, context, debug_summaries: see
+            :class:`RLAlgorithm` (the env's; ``reward_spec`` must be a scalar for now).
+        rl_algorithm_cls: the RL algorithm's constructor (any bundled one, configured
+            in gin as usual: ``PPOAlgorithm.gamma = ...``).
+        reward_modules: constructors of :class:`RewardModule` s, called with
+            ``observation_spec``, ``action_spec`` and ``context``.
+        reward_weights: ``[1 + len(reward_modules)]``: the extrinsic reward's weight,
+            then each module's (default: all 1). Changeable during a run with
+            :meth:`set_reward_weights` (checkpointed).
+        name: used in summary tags.
+    """
+
+    def __init__(self, observation_spec: Any, action_spec: Any,
+                 reward_spec: Any = TensorSpec(()),
+                 rl_algorithm_cls: Callable[..., RLAlgorithm] = PPOAlgorithm,
+                 reward_modules: Sequence[Callable[..., RewardModule]] = (),
+                 reward_weights: Optional[Sequence[float]] = None,
+                 context: Optional[RunContext] = None, debug_summaries: bool = False,
+                 name: str = "Agent"):
+        if not (isinstance(reward_spec, TensorSpec) and reward_spec.shape == ()):
+            raise ConfigError(f"Agent: the env's reward must be a scalar for now, got "
+                              f"reward_spec {reward_spec!r}")
+        rl = rl_algorithm_cls(observation_spec=observation_spec, action_spec=action_spec,
+                              reward_spec=reward_spec, context=context)
+        modules = [ctor(observation_spec=observation_spec, action_spec=action_spec,
+                        context=rl.context) for ctor in reward_modules]
+        for m in modules:
+            if not isinstance(m, RewardModule):
+                raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
+                                  "RewardModule (alf.algorithms.reward_module)")
+        if rl.on_policy and modules:
+            raise ConfigError(
+                f"Agent: {type(rl).__name__} trains through its rollout's autograd graph, "
+                "which reward modules computed at training time cannot enter; use an "
+                "algorithm that trains on stored experience (PPOAlgorithm, APPOAlgorithm, "
+                "SacAlgorithm, ...)")
+        weights = [1.0] * (1 + len(modules)) if reward_weights is None else \
+            [float(w) for w in reward_weights]
+        if len(weights) != 1 + len(modules):
+            raise ConfigError(f"Agent.reward_weights has {len(weights)} values; it needs "
+                              f"{1 + len(modules)}: the extrinsic reward's, then one per "
+                              "reward module")
+        super().__init__(observation_spec, action_spec, reward_spec, context=rl.context,
+                         train_state_spec=rl.train_state_spec,
+                         rollout_state_spec=rl.rollout_state_spec,
+                         predict_state_spec=rl.predict_state_spec,
+                         debug_summaries=debug_summaries, name=name)
+        self._rl = rl
+        self._reward_modules = torch.nn.ModuleList(modules)
+        for m in modules:
+            self.exclude_from_rollout(m)  # trained and used on the learner only
+        self.register_buffer("_reward_weights", torch.tensor(weights, dtype=torch.float32))
+        for attr in _REGIME:  # the Learner reads these from the algorithm it trains
+            setattr(self, attr, getattr(rl, attr))
+
+    # ------------------------------------------------------------- parts
+    @property
+    def rl_algorithm(self) -> RLAlgorithm:
+        return self._rl
+
+    @property
+    def reward_modules(self) -> List[RewardModule]:
+        return list(self._reward_modules)
+
+    @property
+    def reward_weights(self) -> torch.Tensor:
+        """``[1 + len(reward_modules)]``: extrinsic, then each module's."""
+        return self._reward_weights
+
+    def set_reward_weights(self, weights: Sequence[float]) -> None:
+        """Change the weights from the next trained batch on (every stored step's reward
+        is composed when it is trained on, so the change applies to all of them)."""
+        w = torch.as_tensor(weights, dtype=torch.float32).reshape(-1)
+        if w.numel() != self._reward_weights.numel():
+            raise ValueError(f"Agent.set_reward_weights: {w.numel()} weights for "
+                             f"{self._reward_weights.numel()} reward columns")
+        self._reward_weights.copy_(w)
+
+    # ----------------------------------------------------------- regime
+    def uses_regime(self, name: str, config: Any) -> bool:
+        return self._rl.uses_regime(name, config)
+
+    def check_training_config(self, config: Any) -> None:
+        self._rl.check_training_config(config)
+
+    def replay_sequence_length(self) -> Optional[int]:
+        return self._rl.replay_sequence_length()
+
+    # ----------------------------------------------------------- acting
+    def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        return self._rl.predict_step(time_step, state)
+
+    def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        return self._rl.rollout_step(time_step, state)
+
+    # --------------------------------------------------------- training
+    def preprocess_experience(self, experience: Experience) -> Experience:
+        """``[B, T]`` in: the reward replaced by the weighted sum of the extrinsic and the
+        intrinsic rewards, then the RL algorithm's own preprocessing."""
+        if self._reward_modules:
+            experience = experience._replace(time_step=experience.time_step._replace(
+                reward=self._composed_reward(experience.time_step)))
+        return self._rl.preprocess_experience(experience)
+
+    def _transitions(self, ts: TimeStep) -> Tuple[Any, Any, Any, torch.Tensor]:
+        """``(prev_observation, prev_action, observation, valid)`` flattened to
+        ``[B * (T - 1)]`` from a ``[B, T]`` time step; ``valid``: not an episode's
+        first step (whose predecessor belongs to another episode)."""
+        def flat(x):
+            return x.reshape((-1,) + tuple(x.shape[2:]))
+        prev_obs = alf_nest.map_structure(lambda x: flat(x[:, :-1]), ts.observation)
+        obs = alf_nest.map_structure(lambda x: flat(x[:, 1:]), ts.observation)
+        prev_action = alf_nest.map_structure(lambda x: flat(x[:, 1:]), ts.prev_action)
+        valid = flat(ts.step_type[:, 1:] != StepType.FIRST)
+        return prev_obs, prev_action, obs, valid
+
+    def _composed_reward(self, ts: TimeStep) -> torch.Tensor:
+        """``[B, T]`` weighted sum of the extrinsic reward and each module's."""
+        B, T = ts.step_type.shape[:2]
+        extrinsic = ts.reward
+        w = self._reward_weights.to(extrinsic.dtype)
+        total = w[0] * extrinsic
+        if T < 2:
+            return total
+        prev_obs, prev_action, obs, valid = self._transitions(ts)
+        summarize = self._context.should_summarize()
+        for i, module in enumerate(self._reward_modules):
+            with torch.no_grad():
+                r = module.reward(prev_obs, prev_action, obs).to(extrinsic.dtype)
+            r = (r * valid).reshape(B, T - 1)
+            total[:, 1:] += w[i + 1] * r
+            if summarize:
+                self._context.add_iteration_scalar(
+                    f"Reward/{module.name}/mean",
+                    float(r.sum() / valid.sum().clamp(min=1)), reduce="last")
+        return total
+
+    def train_on_batch(self, experience: Experience) -> Tuple[LossInfo, Any]:
+        """The RL algorithm's gradient step on ``experience [B, L]``, then each reward
+        module's on the same observations (its own optimizer)."""
+        loss_info, info = self._rl.train_on_batch(experience)
+        if self._reward_modules and experience.time_step.step_type.shape[1] >= 2:
+            prev_obs, prev_action, obs, valid = self._transitions(experience.time_step)
+            for module in self._reward_modules:
+                module_loss = module.update(prev_obs, prev_action, obs, valid)
+                if self._context.should_summarize():
+                    self._context.add_iteration_scalar(f"Loss/{module.name}/loss",
+                                                       module_loss.loss)
+        elif self._reward_modules:
+            self._update_on_single_steps(experience)
+        return loss_info, info
+
+    def _update_on_single_steps(self, experience: Experience) -> None:
+        """``[B, 1]`` batches (``mini_batch_length=1``): modules that need only the
+        arrived-at observation (:attr:`RewardModule.uses_previous_step` False) train on
+        each step's; the others cannot (one error naming the setting)."""
+        ts = experience.time_step
+        obs = alf_nest.map_structure(lambda x: x[:, 0], ts.observation)
+        prev_action = alf_nest.map_structure(lambda x: x[:, 0], ts.prev_action)
+        valid = ts.step_type[:, 0] != StepType.FIRST
+        for module in self._reward_modules:
+            if module.uses_previous_step:
+                raise ConfigError(
+                    f"{module.name} learns from transitions (previous observation and "
+                    "action) and the mini-batches hold single steps: set "
+                    "TrainerConfig.mini_batch_length to 2 or more")
+            module.update(None, prev_action, obs, valid)
+
+    def after_train_iter(self, experience: Any, info: Any) -> None:
+        self._rl.after_train_iter(experience, info)
+
+    def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
+                        step: Optional[int] = None) -> None:
+        self._rl.summarize_train(experience, info, loss_info, step)
