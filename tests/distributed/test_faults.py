@@ -21,8 +21,11 @@ GLOO_TIMEOUT = RuntimeError("[../third_party/gloo/gloo/transport/tcp/unbound_buf
 @pytest.fixture
 def peers():
     """Two live processes standing in for ranks 1 and 2 (rank 0 is this process)."""
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-             for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c",
+                               "import time; print('ready', flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:  # started and sleeping: a signal now meets the interpreter, not exec
+        assert p.stdout.readline().strip() == "ready"
     yield procs
     for p in procs:
         p.kill()
@@ -52,7 +55,8 @@ def test_a_gloo_timeout_with_one_other_rank_names_it_as_stuck_and_stops_it(peers
     why = _table(2, peers).describe_failure(GLOO_TIMEOUT, wait_s=0, timeout_s=30)
     assert why == (f"rank 1 (pid {peers[0].pid}) was still running but did not join within "
                    "30 s: stuck (hung, or starved of CPU), not exited; stopped it")
-    assert _reaped(peers[0]) == -signal.SIGTERM
+    # SIGTERM, or SIGKILL 3 s later if a loaded machine had not run it by then
+    assert _reaped(peers[0]) in (-signal.SIGTERM, -signal.SIGKILL)
     assert peers[1].poll() is None  # not a rank of this table
 
 
@@ -76,4 +80,5 @@ def test_the_shared_memory_reducer_names_exactly_the_late_rank(peers):
     why = _table(3, peers).describe_failure(LateRanksError([2], 30.0), wait_s=0, timeout_s=30)
     assert why == (f"rank 2 (pid {peers[1].pid}) was still running but did not join within "
                    "30 s: stuck (hung, or starved of CPU), not exited; stopped it")
-    assert _reaped(peers[1]) == -signal.SIGTERM and peers[0].poll() is None
+    assert _reaped(peers[1]) in (-signal.SIGTERM, -signal.SIGKILL)
+    assert peers[0].poll() is None
