@@ -150,6 +150,7 @@ def test_killed_rank_stops_the_other_naming_it(tmp_path, async_unroll):
     if async_unroll:  # APPO: each rank has its own env worker process
         extra += ("TrainerConfig.algorithm_ctor = @APPOAlgorithm\n"
                   "APPOAlgorithm.optimizer = @alf.optimizers.Adam()\n"
+                  "APPOAlgorithm.gamma = 0.98\n"  # TINY_PPO binds PPOAlgorithm.gamma
                   "TrainerConfig.async_unroll = True\nTrainerConfig.num_env_workers = 1\n"
                   "TrainerConfig.env_groups_per_worker = 1\n")
     conf = _conf(tmp_path, extra)
@@ -239,7 +240,7 @@ def test_a_stuck_rank_is_named_after_the_timeout(tmp_path):
     ("PPOAlgorithm.gamam = 0.9\n", "gamam"),  # typo: found by rank 0 parsing the config
     ("TrainerConfig.num_iterations = 'many'\n", "many"),  # a bad value inside TrainerConfig
     ("TrainerConfig.algorithm_ctor = @APPOAlgorithm\nAPPOAlgorithm.optimizer = "
-     "@alf.optimizers.Adam()\nTrainerConfig.async_unroll = True\n"
+     "@alf.optimizers.Adam()\nAPPOAlgorithm.gamma = 0.98\nTrainerConfig.async_unroll = True\n"
      "TrainerConfig.unroll_length = 0\nTrainerConfig.max_unroll_length = 8\n",
      "unroll_length"),  # found by every rank building: ranks would not pair up
     ("create_environment.env_name = 'CartPol-v1'\n", "CartPol-v1"),  # gin appends the

@@ -27,6 +27,16 @@ with open(bic.FIXTURE) as _f:
     FIXTURE = json.load(_f)
 
 _RUNNABLE_EXCEPT = {"atari.gin", "sac_actor.gin"}  # included by other examples
+# examples without a case, each with the reason (listed in the closing note of issue 30):
+_NO_CASE = {
+    # fine-tunes from another run's checkpoint (runs/bc_pendulum): not runnable alone;
+    # the loading is checked by tests/algorithms/test_pretrained.py
+    "ppo_pendulum_from_bc.gin",
+    # added on an AVX-512 machine while this fixture is AVX2's (the test skips here):
+    # cases to add when the fixture is next regenerated on its reference stack; an Agent
+    # without parts is checked bit-identical to its algorithm in tests/algorithms/test_agent.py
+    "ppo_rnd_cart_pole.gin", "appo_rnd_cart_pole.gin", "sac_rnd_pendulum.gin",
+}
 
 
 def _same_stack():
@@ -58,7 +68,7 @@ def _report(what, expected, actual):
 def test_every_bundled_example_has_a_case():
     from alf.config import EXAMPLES_DIR
     examples = {f for f in os.listdir(EXAMPLES_DIR) if f.endswith(".gin")}
-    assert examples - _RUNNABLE_EXCEPT == {c.conf for c in bic.CASES.values()}
+    assert examples - _RUNNABLE_EXCEPT - _NO_CASE == {c.conf for c in bic.CASES.values()}
     assert set(FIXTURE["cases"]) == set(bic.CASES)
 
 
