@@ -3,9 +3,10 @@
 ``import alf`` imports the configurable modules (``alf/_registry.py``); the
 V-trace algorithms and the offline learners are imported here so that gin finds
 ``APPOAlgorithm``, ``ImpalaAlgorithm``, ``ImpalaLoss``, ``BcAlgorithm``,
-``IqlAlgorithm``, ``Agent`` and the reward modules (``RNDRewardModule``) whenever any
+``IqlAlgorithm``, ``Agent`` and the reward modules (``RNDRewardModule``,
+``ICMRewardModule``) whenever any
 algorithm module is loaded.
 """
 from alf.algorithms import appo_algorithm, impala_algorithm  # noqa: F401
 from alf.algorithms import bc_algorithm, iql_algorithm  # noqa: F401
-from alf.algorithms import agent, rnd_reward_module  # noqa: F401
+from alf.algorithms import agent, icm_reward_module, rnd_reward_module  # noqa: F401

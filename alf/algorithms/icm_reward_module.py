@@ -1,0 +1,125 @@
+"""Intrinsic Curiosity Module (Pathak et al. 2017, "Curiosity-driven Exploration by
+Self-supervised Prediction", arXiv:1705.05363) as an :class:`~alf.algorithms.agent.Agent`
+reward module.
+
+An encoder ``phi`` embeds observations; an *inverse* model predicts the action taken
+between two observations from ``(phi(s_prev), phi(s))``, which shapes ``phi`` to keep
+what the agent can affect; a *forward* model predicts ``phi(s)`` from
+``(phi(s_prev), a_prev)``. The bonus is the forward model's error
+``reward_scale / 2 * ||forward(phi(s_prev), a_prev) - phi(s)||^2``: transitions whose
+outcome the agent cannot yet predict. The loss is the paper's
+``(1 - beta) * inverse + beta * forward`` (beta = 0.2 there); the forward loss does not
+move ``phi(s)``, its target.
+"""
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import alf
+from alf.algorithms.reward_module import RewardModule
+from alf.errors import ConfigError
+from alf.networks import EncodingNetwork
+from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.utils.normalizers import RunningMeanVar
+from alf.utils.optimizers import OptimizerFactory
+from alf.utils.run_context import RunContext
+
+
+def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
+
+
+@alf.configurable
+class ICMRewardModule(RewardModule):
+    """ICM's curiosity bonus of a transition ``(s_prev, a_prev) -> s``.
+
+    Args:
+        observation_spec, action_spec, optimizer, context, debug_summaries, name: see
+            :class:`RewardModule`. The observation must be one tensor (a vector, or an
+            image with ``conv_layer_params``); the action one discrete scalar or one
+            continuous vector.
+        fc_layer_params, conv_layer_params: the encoder's hidden layers.
+        feature_size: size of ``phi``.
+        hidden_size: hidden width of the forward and inverse models.
+        beta: weight of the forward loss against the inverse loss (the paper's 0.2).
+        reward_scale: the paper's ``eta``.
+        normalize_reward: divide the bonus by its running standard deviation.
+    """
+
+    uses_previous_step = True
+
+    def __init__(self, observation_spec: Any, action_spec: Any,
+                 fc_layer_params: Sequence[int] = (64,),
+                 conv_layer_params: Optional[Sequence[tuple]] = None,
+                 feature_size: int = 64, hidden_size: int = 64, beta: float = 0.2,
+                 reward_scale: float = 1.0, normalize_reward: bool = False,
+                 optimizer: Optional[OptimizerFactory] = None,
+                 context: Optional[RunContext] = None, debug_summaries: bool = False,
+                 name: str = "ICMRewardModule"):
+        super().__init__(observation_spec, action_spec, optimizer=optimizer, context=context,
+                         debug_summaries=debug_summaries, name=name)
+        if not isinstance(observation_spec, TensorSpec):
+            raise ConfigError(f"{name}: the observation must be one tensor, got "
+                              f"{observation_spec!r}")
+        if not 0.0 <= beta <= 1.0:
+            raise ConfigError(f"{name}.beta = {beta} is out of range: it must be in [0, 1]")
+        self._discrete = not action_spec.dtype.is_floating_point
+        if self._discrete:
+            if not isinstance(action_spec, BoundedTensorSpec) or action_spec.shape != ():
+                raise ConfigError(f"{name}: a discrete action must be one bounded scalar, "
+                                  f"got {action_spec!r}")
+            self._low = int(np.asarray(action_spec.minimum).item())
+            self._num_actions = int(np.asarray(action_spec.maximum).item()) - self._low + 1
+            action_size = self._num_actions
+        else:
+            action_size = int(np.prod(action_spec.shape)) if action_spec.shape else 1
+        self._encoder = EncodingNetwork(observation_spec, conv_layer_params=conv_layer_params,
+                                        fc_layer_params=fc_layer_params, activation=torch.relu,
+                                        last_layer_size=feature_size, name="ICMEncoder")
+        self._forward_model = _mlp(feature_size + action_size, hidden_size, feature_size)
+        self._inverse_model = _mlp(2 * feature_size, hidden_size, action_size)
+        self._beta = float(beta)
+        self._reward_scale = float(reward_scale)
+        self._reward_stats = RunningMeanVar(()) if normalize_reward else None
+
+    def _action_input(self, action: torch.Tensor) -> torch.Tensor:
+        """``[N, A]``: one-hot for a discrete action, the flattened vector otherwise."""
+        if self._discrete:
+            return F.one_hot(action.long().reshape(-1) - self._low, self._num_actions).float()
+        return action.reshape(action.shape[0], -1).float()
+
+    def _forward_error(self, phi_prev: torch.Tensor, prev_action: torch.Tensor,
+                       phi: torch.Tensor) -> torch.Tensor:
+        """``[N]``: ``1/2 ||forward(phi_prev, a) - phi||^2`` with ``phi`` as a fixed target."""
+        predicted = self._forward_model(torch.cat([phi_prev, self._action_input(prev_action)],
+                                                  -1))
+        return 0.5 * (predicted - phi.detach()).pow(2).sum(-1)
+
+    @torch.no_grad()
+    def reward(self, prev_observation: torch.Tensor, prev_action: torch.Tensor,
+               observation: torch.Tensor) -> torch.Tensor:
+        """``[N]`` curiosity of each transition (over its running std when
+        ``normalize_reward``)."""
+        error = self._reward_scale * self._forward_error(
+            self._encoder(prev_observation)[0], prev_action, self._encoder(observation)[0])
+        if self._reward_stats is None:
+            return error
+        self._reward_stats.update(error)
+        return error / self._reward_stats.var.sqrt().clamp(min=1e-8).to(error.dtype)
+
+    def loss(self, prev_observation: torch.Tensor, prev_action: torch.Tensor,
+             observation: torch.Tensor) -> torch.Tensor:
+        """``[N]``: ``(1 - beta) * inverse + beta * forward``."""
+        phi_prev = self._encoder(prev_observation)[0]
+        phi = self._encoder(observation)[0]
+        predicted = self._inverse_model(torch.cat([phi_prev, phi], -1))
+        if self._discrete:
+            inverse = F.cross_entropy(predicted, prev_action.long().reshape(-1) - self._low,
+                                      reduction="none")
+        else:
+            inverse = (predicted - self._action_input(prev_action)).pow(2).mean(-1)
+        forward = self._forward_error(phi_prev, prev_action, phi)
+        return (1.0 - self._beta) * inverse + self._beta * forward
