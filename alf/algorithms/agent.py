@@ -190,6 +190,11 @@ class Agent(RLAlgorithm):
                     float(r.sum() / valid.sum().clamp(min=1)), reduce="last")
         return total
 
+    def train_from_unroll(self, experience: Experience) -> LossInfo:
+        """On-policy (A2C, REINFORCE; no reward modules): the RL algorithm's own update
+        from the fresh unroll ``[T, B]``."""
+        return self._rl.train_from_unroll(experience)
+
     def train_on_batch(self, experience: Experience) -> Tuple[LossInfo, Any]:
         """The RL algorithm's gradient step on ``experience [B, L]``, then each reward
         module's on the same observations (its own optimizer)."""

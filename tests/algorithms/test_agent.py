@@ -35,11 +35,17 @@ def _final_state(root):
     return torch.load(os.path.join(path, last), weights_only=False)["algorithm"]
 
 
+@pytest.mark.parametrize("conf,algorithm", [("TINY_PPO", "PPOAlgorithm"),
+                                              ("TINY_A2C", "ActorCriticAlgorithm")])
 def test_an_agent_without_parts_trains_bit_identically_to_its_algorithm(make_trainer, alf_cli,
-                                                                       tmp_path):
-    plain = make_trainer(tmp_path / "plain", alf_cli.TINY_PPO)
+                                                                       tmp_path, conf,
+                                                                       algorithm):
+    """Whole-buffer replay (PPO) and on-policy through the rollout's graph (A2C)."""
+    text = getattr(alf_cli, conf)
+    plain = make_trainer(tmp_path / "plain", text)
     plain.run()
-    composed = make_trainer(tmp_path / "agent", alf_cli.TINY_PPO + AGENT)
+    composed = make_trainer(tmp_path / "agent", text + AGENT.replace("PPOAlgorithm",
+                                                                     algorithm))
     composed.run()
     a, b = _final_state(tmp_path / "plain"), _final_state(tmp_path / "agent")
     tensors = {k: v for k, v in a.items() if isinstance(v, torch.Tensor)}
