@@ -23,7 +23,6 @@ from alf.algorithms.reward_module import RewardModule
 from alf.errors import ConfigError
 from alf.networks import EncodingNetwork
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
-from alf.utils.normalizers import RunningMeanVar
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
@@ -83,7 +82,8 @@ class ICMRewardModule(RewardModule):
         self._inverse_model = _mlp(2 * feature_size, hidden_size, action_size)
         self._beta = float(beta)
         self._reward_scale = float(reward_scale)
-        self._reward_stats = RunningMeanVar(()) if normalize_reward else None
+        if normalize_reward:
+            self.normalize_reward_by_std()
 
     def _action_input(self, action: torch.Tensor) -> torch.Tensor:
         """``[N, A]``: one-hot for a discrete action, the flattened vector otherwise."""
@@ -103,12 +103,8 @@ class ICMRewardModule(RewardModule):
                observation: torch.Tensor) -> torch.Tensor:
         """``[N]`` curiosity of each transition (over its running std when
         ``normalize_reward``)."""
-        error = self._reward_scale * self._forward_error(
-            self._encoder(prev_observation)[0], prev_action, self._encoder(observation)[0])
-        if self._reward_stats is None:
-            return error
-        self._reward_stats.update(error)
-        return error / self._reward_stats.var.sqrt().clamp(min=1e-8).to(error.dtype)
+        return self.scaled(self._reward_scale * self._forward_error(
+            self._encoder(prev_observation)[0], prev_action, self._encoder(observation)[0]))
 
     def loss(self, prev_observation: torch.Tensor, prev_action: torch.Tensor,
              observation: torch.Tensor) -> torch.Tensor:

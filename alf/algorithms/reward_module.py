@@ -18,6 +18,7 @@ import torch
 from alf.algorithms.algorithm import Algorithm
 from alf.data_structures import LossInfo
 from alf.errors import ConfigError
+from alf.utils.normalizers import RunningMeanVar
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
@@ -52,6 +53,20 @@ class RewardModule(Algorithm):
                          debug_summaries=debug_summaries, name=name)
         self._observation_spec = observation_spec
         self._action_spec = action_spec
+        self._reward_stats: Optional[RunningMeanVar] = None  # see normalize_reward_by_std
+
+    def normalize_reward_by_std(self) -> None:
+        """Have :meth:`scaled` divide bonuses by their running standard deviation (so
+        their scale does not drift as the module learns); call from the constructor."""
+        self._reward_stats = RunningMeanVar(())
+
+    def scaled(self, bonus: torch.Tensor) -> torch.Tensor:
+        """``bonus [N]`` over its running standard deviation (folding it in first) when
+        :meth:`normalize_reward_by_std` was called, else unchanged."""
+        if self._reward_stats is None:
+            return bonus
+        self._reward_stats.update(bonus)
+        return bonus / self._reward_stats.var.sqrt().clamp(min=1e-8).to(bonus.dtype)
 
     @property
     def observation_spec(self) -> Any:
@@ -63,12 +78,14 @@ class RewardModule(Algorithm):
 
     def reward(self, prev_observation: Any, prev_action: Any,
                observation: Any) -> torch.Tensor:
-        """The intrinsic reward ``[N]`` of each transition (called without gradients)."""
+        """The intrinsic reward ``[N]`` of each transition (called without gradients).
+        Abstract: every module defines its bonus."""
         raise NotImplementedError(f"{type(self).__name__} must implement reward")
 
     def loss(self, prev_observation: Any, prev_action: Any,
              observation: Any) -> torch.Tensor:
-        """The module's own training loss per transition ``[N]``."""
+        """The module's own training loss per transition ``[N]``. Abstract: every module
+        defines how it learns."""
         raise NotImplementedError(f"{type(self).__name__} must implement loss")
 
     def update(self, prev_observation: Any, prev_action: Any, observation: Any,

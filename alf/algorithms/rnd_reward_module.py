@@ -70,7 +70,8 @@ class RNDRewardModule(RewardModule):
         vector = observation_spec.dtype.is_floating_point and len(observation_spec.shape) == 1
         self._obs_stats = (RunningMeanVar(observation_spec.shape)
                            if normalize_observations and vector else None)
-        self._reward_stats = RunningMeanVar(()) if normalize_reward else None
+        if normalize_reward:
+            self.normalize_reward_by_std()
 
     def _input(self, observation: torch.Tensor) -> torch.Tensor:
         if self._obs_stats is None:
@@ -89,11 +90,7 @@ class RNDRewardModule(RewardModule):
                observation: torch.Tensor) -> torch.Tensor:
         """``[N]`` novelty of ``observation``: the prediction error, over its running
         standard deviation when ``normalize_reward``."""
-        error = self._error(observation)
-        if self._reward_stats is None:
-            return error
-        self._reward_stats.update(error)
-        return error / self._reward_stats.var.sqrt().clamp(min=1e-8).to(error.dtype)
+        return self.scaled(self._error(observation))
 
     def loss(self, prev_observation: Any, prev_action: Any,
              observation: torch.Tensor) -> torch.Tensor:
