@@ -28,7 +28,8 @@ from absl import flags
 from alf import config as alf_config
 from alf.bin import cli, rerun
 from alf.bin.video_path import nearest_existing_ancestor
-from alf.distributed.rank_group import RankGroup
+from alf.distributed.rank_exit import leave_process
+from alf.distributed.rank_group import RankGroup, launched_by_torchrun
 from alf.errors import ConfigError, UserError
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.interrupt_guard import InterruptedBeforeTraining, stop_signal
@@ -173,4 +174,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if launched_by_torchrun():  # finalization can abort a rank after it finished
+        leave_process(status)
+    sys.exit(status)
