@@ -7,8 +7,11 @@
     Agent.rl_algorithm_cls = @PPOAlgorithm
     Agent.reward_modules = [@RNDRewardModule]
     Agent.reward_weights = [1.0, 0.5]          # extrinsic, then one per module
+    Agent.representation_learner_cls = @LatentDynamicsLearner   # optional
 
-What the RL algorithm sees: the env's reward replaced by the weighted sum of the
+What the RL algorithm sees: the observation as the representation learner encodes it
+(when there is one; acting and training alike), and the env's reward replaced by the
+weighted sum of the
 extrinsic reward and each module's intrinsic reward, computed on the learner from the
 stored observations when a batch is trained on (``preprocess_experience``: every
 replay regime, async batches, offline and hybrid batches pass through it); nothing
@@ -19,15 +22,17 @@ observation[t])`` of one sequence; a sequence's first step (and the first step o
 episode) gets no intrinsic reward, which no algorithm trains on.
 
 Each part updates with its own optimizer on the same batch: the RL algorithm's own
-``train_on_batch`` (its overrides keep working), then each module's
-:meth:`~alf.algorithms.reward_module.RewardModule.update`. The Agent has the RL
+``train_on_batch`` on the encoded observations (its overrides keep working), then the
+representation learner's and each module's ``update``. With
+``encoder_trained_by_rl`` (shared) the RL loss's gradient reaches the encoder too,
+and the representation learner's optimizer steps it on the sum of both. The Agent has the RL
 algorithm's training regime (on-policy, whole buffer, ...), specs and states, so the
 Learner, unrollers, learner thread and torchrun treat it as that algorithm.
 
-Not built yet (docs/design/agent.md): representation learners, per-column values for
+Not built yet (docs/design/agent.md): recurrent representation learners, per-column values for
 actor-critic algorithms (the RL algorithm sees the weighted sum), reward-weight
 schedules, and reward modules for algorithms that train through the rollout's graph
-(A2C, REINFORCE: refused with one error).
+(A2C, REINFORCE: refused with one error, as are representation learners for them).
 """
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -36,6 +41,7 @@ import torch
 import alf
 from alf import nest as alf_nest
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
+from alf.algorithms.representation_learner import RepresentationLearner
 from alf.algorithms.reward_module import RewardModule
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
@@ -50,7 +56,7 @@ _REGIME = ("on_policy", "whole_replay_buffer_training", "clear_replay_buffer",
 
 @alf.configurable
 class Agent(RLAlgorithm):
-    """An RL algorithm with intrinsic-reward modules.
+    """An RL algorithm with intrinsic-reward modules and a representation learner.
 
     Args:
         observation_spec, action_spec, reward_spec, context, debug_summaries: see
@@ -62,6 +68,13 @@ class Agent(RLAlgorithm):
         reward_weights: ``[1 + len(reward_modules)]``: the extrinsic reward's weight,
             then each module's (default: all 1). Changeable during a run with
             :meth:`set_reward_weights` (checkpointed).
+        representation_learner_cls: constructor of a :class:`RepresentationLearner`
+            (called with ``observation_spec``, ``action_spec`` and ``context``) whose
+            features ``[N, F]`` the RL algorithm receives as its observation; None:
+            the RL algorithm sees the observation itself.
+        encoder_trained_by_rl: with a representation learner: whether the RL loss's
+            gradient also trains the encoder (shared), or only the learner's own loss
+            does (separate).
         name: used in summary tags.
     """
 
@@ -70,12 +83,26 @@ class Agent(RLAlgorithm):
                  rl_algorithm_cls: Callable[..., RLAlgorithm] = PPOAlgorithm,
                  reward_modules: Sequence[Callable[..., RewardModule]] = (),
                  reward_weights: Optional[Sequence[float]] = None,
+                 representation_learner_cls: Optional[
+                     Callable[..., RepresentationLearner]] = None,
+                 encoder_trained_by_rl: bool = True,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "Agent"):
         if not (isinstance(reward_spec, TensorSpec) and reward_spec.shape == ()):
             raise ConfigError(f"Agent: the env's reward must be a scalar for now, got "
                               f"reward_spec {reward_spec!r}")
-        rl = rl_algorithm_cls(observation_spec=observation_spec, action_spec=action_spec,
+        representation = None
+        rl_observation_spec = observation_spec
+        if representation_learner_cls is not None:
+            representation = representation_learner_cls(
+                observation_spec=observation_spec, action_spec=action_spec, context=context)
+            if not isinstance(representation, RepresentationLearner):
+                raise ConfigError(
+                    f"Agent.representation_learner_cls: {type(representation).__name__} is "
+                    "not a RepresentationLearner (alf.algorithms.representation_learner)")
+            rl_observation_spec = representation.output_spec
+            context = representation.context
+        rl = rl_algorithm_cls(observation_spec=rl_observation_spec, action_spec=action_spec,
                               reward_spec=reward_spec, context=context)
         modules = [ctor(observation_spec=observation_spec, action_spec=action_spec,
                         context=rl.context) for ctor in reward_modules]
@@ -83,10 +110,11 @@ class Agent(RLAlgorithm):
             if not isinstance(m, RewardModule):
                 raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
                                   "RewardModule (alf.algorithms.reward_module)")
-        if rl.on_policy and modules:
+        if rl.on_policy and (modules or representation is not None):
             raise ConfigError(
                 f"Agent: {type(rl).__name__} trains through its rollout's autograd graph, "
-                "which reward modules computed at training time cannot enter; use an "
+                "which reward modules and representation learners, trained on stored "
+                "experience, cannot enter; use an "
                 "algorithm that trains on stored experience (PPOAlgorithm, APPOAlgorithm, "
                 "SacAlgorithm, ...)")
         weights = [1.0] * (1 + len(modules)) if reward_weights is None else \
@@ -101,6 +129,8 @@ class Agent(RLAlgorithm):
                          predict_state_spec=rl.predict_state_spec,
                          debug_summaries=debug_summaries, name=name)
         self._rl = rl
+        self._representation = representation
+        self._encoder_trained_by_rl = bool(encoder_trained_by_rl)
         self._reward_modules = torch.nn.ModuleList(modules)
         for m in modules:
             self.exclude_from_rollout(m)  # trained and used on the learner only
@@ -112,6 +142,10 @@ class Agent(RLAlgorithm):
     @property
     def rl_algorithm(self) -> RLAlgorithm:
         return self._rl
+
+    @property
+    def representation_learner(self) -> Optional[RepresentationLearner]:
+        return self._representation
 
     @property
     def reward_modules(self) -> List[RewardModule]:
@@ -142,20 +176,47 @@ class Agent(RLAlgorithm):
         return self._rl.replay_sequence_length()
 
     # ----------------------------------------------------------- acting
+    def _represented(self, time_step: TimeStep) -> TimeStep:
+        """``time_step`` with the observation ``[N, ...]`` encoded to ``[N, F]`` (unchanged
+        without a representation learner)."""
+        if self._representation is None:
+            return time_step
+        return time_step._replace(
+            observation=self._representation.encode(time_step.observation))
+
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        return self._rl.predict_step(time_step, state)
+        return self._rl.predict_step(self._represented(time_step), state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        return self._rl.rollout_step(time_step, state)
+        return self._rl.rollout_step(self._represented(time_step), state)
 
     # --------------------------------------------------------- training
     def preprocess_experience(self, experience: Experience) -> Experience:
         """``[B, T]`` in: the reward replaced by the weighted sum of the extrinsic and the
-        intrinsic rewards, then the RL algorithm's own preprocessing."""
+        intrinsic rewards, then the RL algorithm's own preprocessing, on the encoded
+        observations (no gradient). What comes out keeps the raw observations (the
+        encoder runs again, with gradient, when the batch is trained on): the RL
+        algorithm's preprocessing may keep a prefix of the time axis (PPO, APPO and
+        IMPALA drop the bootstrap step), nothing else."""
         if self._reward_modules:
             experience = experience._replace(time_step=experience.time_step._replace(
                 reward=self._composed_reward(experience.time_step)))
-        return self._rl.preprocess_experience(experience)
+        if self._representation is None:
+            return self._rl.preprocess_experience(experience)
+        raw = experience.time_step.observation
+        with torch.no_grad():
+            out = self._rl.preprocess_experience(_encoded(experience, self._representation))
+        steps = experience.time_step.step_type
+        kept = out.time_step.step_type
+        if not (kept.shape[0] == steps.shape[0] and kept.shape[1] <= steps.shape[1]
+                and torch.equal(kept, steps[:, :kept.shape[1]])):
+            raise ConfigError(
+                f"Agent: {type(self._rl).__name__}.preprocess_experience reshapes the batch "
+                f"{tuple(steps.shape)} -> {tuple(kept.shape)} in a way a representation "
+                "learner cannot follow (it may keep a prefix of the time axis)")
+        length = kept.shape[1]
+        return out._replace(time_step=out.time_step._replace(
+            observation=alf_nest.map_structure(lambda x: x[:, :length], raw)))
 
     def _transitions(self, ts: TimeStep) -> Tuple[Any, Any, Any, torch.Tensor]:
         """``(prev_observation, prev_action, observation, valid)`` flattened to
@@ -196,9 +257,15 @@ class Agent(RLAlgorithm):
         return self._rl.train_from_unroll(experience)
 
     def train_on_batch(self, experience: Experience) -> Tuple[LossInfo, Any]:
-        """The RL algorithm's gradient step on ``experience [B, L]``, then each reward
-        module's on the same observations (its own optimizer)."""
-        loss_info, info = self._rl.train_on_batch(experience)
+        """The RL algorithm's gradient step on ``experience [B, L]`` (observations
+        encoded, with gradient into a shared encoder), then the representation
+        learner's and each reward module's on the same observations (each with its own
+        optimizer)."""
+        if self._representation is None:
+            loss_info, info = self._rl.train_on_batch(experience)
+        else:
+            loss_info, info = self._train_rl_on_features(experience)
+            self._update_representation(experience)
         if self._reward_modules and experience.time_step.step_type.shape[1] >= 2:
             prev_obs, prev_action, obs, valid = self._transitions(experience.time_step)
             for module in self._reward_modules:
@@ -209,6 +276,40 @@ class Agent(RLAlgorithm):
         elif self._reward_modules:
             self._update_on_single_steps(experience)
         return loss_info, info
+
+    def _train_rl_on_features(self, experience: Experience) -> Tuple[LossInfo, Any]:
+        """The RL algorithm's step on the encoded batch. Shared: the encoder's gradients
+        are cleared first and the RL loss's stay on it for the representation step."""
+        representation = self._representation
+        if self._encoder_trained_by_rl:
+            representation.clear_grads()
+            return self._rl.train_on_batch(_encoded(experience, representation))
+        with torch.no_grad():
+            encoded = _encoded(experience, representation)
+        return self._rl.train_on_batch(encoded)
+
+    def _update_representation(self, experience: Experience) -> None:
+        """The representation learner's step on the batch's transitions ``[B * (L-1)]``
+        (or single steps for a learner that needs no previous step)."""
+        representation = self._representation
+        ts = experience.time_step
+        keep = self._encoder_trained_by_rl
+        if ts.step_type.shape[1] >= 2:
+            prev_obs, prev_action, obs, valid = self._transitions(ts)
+        elif representation.uses_previous_step:
+            raise ConfigError(
+                f"{representation.name} learns from transitions (previous observation and "
+                "action) and the mini-batches hold single steps: set "
+                "TrainerConfig.mini_batch_length to 2 or more")
+        else:
+            prev_obs = None
+            obs = alf_nest.map_structure(lambda x: x[:, 0], ts.observation)
+            prev_action = alf_nest.map_structure(lambda x: x[:, 0], ts.prev_action)
+            valid = torch.ones_like(ts.step_type[:, 0], dtype=torch.bool)
+        loss = representation.update(prev_obs, prev_action, obs, valid,
+                                     keep_existing_grads=keep)
+        if self._context.should_summarize():
+            self._context.add_iteration_scalar(f"Loss/{representation.name}/loss", loss.loss)
 
     def _update_on_single_steps(self, experience: Experience) -> None:
         """``[B, 1]`` batches (``mini_batch_length=1``): modules that need only the
@@ -232,3 +333,16 @@ class Agent(RLAlgorithm):
     def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
                         step: Optional[int] = None) -> None:
         self._rl.summarize_train(experience, info, loss_info, step)
+
+
+def _encoded(experience: Experience, representation: RepresentationLearner) -> Experience:
+    """``experience [B, T]`` with each observation replaced by its features ``[B, T, F]``."""
+    def encode(observation: Any) -> torch.Tensor:
+        first = alf_nest.flatten(observation)[0]
+        B, T = first.shape[:2]
+        flat = alf_nest.map_structure(lambda x: x.reshape((B * T,) + tuple(x.shape[2:])),
+                                      observation)
+        features = representation.encode(flat)
+        return features.reshape(B, T, -1)
+    ts = experience.time_step
+    return experience._replace(time_step=ts._replace(observation=encode(ts.observation)))

@@ -209,7 +209,8 @@ class Algorithm(nn.Module):
         return entries
 
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,
-                             weight: float = 1.0, count_update: bool = True) -> LossInfo:
+                             weight: float = 1.0, count_update: bool = True,
+                             keep_existing_grads: bool = False) -> LossInfo:
         """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step.
 
         Args:
@@ -219,6 +220,9 @@ class Algorithm(nn.Module):
             count_update: add 1 to ``context.num_updates`` (the clock of target updates,
                 schedules and summaries); False for an auxiliary step that is not an
                 update of the policy (e.g. a learned model's, alf/examples/dyna_dqn.py).
+            keep_existing_grads: add this loss's gradients to those already on the
+                parameters instead of replacing them (an Agent's shared encoder: the RL
+                loss's gradient, then the representation loss's, one optimizer step).
         Returns:
             ``loss_info`` with ``loss`` replaced by the scalar that was minimised.
         """
@@ -236,9 +240,10 @@ class Algorithm(nn.Module):
             raise RuntimeError(f"{type(self).__name__} has no optimizer: pass optimizer= to its "
                                "constructor (e.g. `optimizer=@alf.optimizers.Adam()` in gin)")
         progress = self._context.progress()
-        for _, _, params in entries:
-            for p in params:  # = zero_grad(set_to_none=True), without its profiling hooks
-                p.grad = None
+        if not keep_existing_grads:
+            for _, _, params in entries:
+                for p in params:  # = zero_grad(set_to_none=True), without its profiling hooks
+                    p.grad = None
         loss.backward()
         if self._context.data_parallel is not None:  # torchrun: mean gradient over ranks
             self._context.data_parallel.average_gradients([p for _, _, ps in entries for p in ps])

@@ -13,7 +13,6 @@ move ``phi(s)``, its target.
 """
 from typing import Any, Optional, Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -22,7 +21,8 @@ import alf
 from alf.algorithms.reward_module import RewardModule
 from alf.errors import ConfigError
 from alf.networks import EncodingNetwork
-from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.tensor_specs import TensorSpec
+from alf.utils.action_features import ActionFeatures
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
@@ -65,16 +65,8 @@ class ICMRewardModule(RewardModule):
                               f"{observation_spec!r}")
         if not 0.0 <= beta <= 1.0:
             raise ConfigError(f"{name}.beta = {beta} is out of range: it must be in [0, 1]")
-        self._discrete = not action_spec.dtype.is_floating_point
-        if self._discrete:
-            if not isinstance(action_spec, BoundedTensorSpec) or action_spec.shape != ():
-                raise ConfigError(f"{name}: a discrete action must be one bounded scalar, "
-                                  f"got {action_spec!r}")
-            self._low = int(np.asarray(action_spec.minimum).item())
-            self._num_actions = int(np.asarray(action_spec.maximum).item()) - self._low + 1
-            action_size = self._num_actions
-        else:
-            action_size = int(np.prod(action_spec.shape)) if action_spec.shape else 1
+        self._actions = ActionFeatures(action_spec, name)
+        action_size = self._actions.size
         self._encoder = EncodingNetwork(observation_spec, conv_layer_params=conv_layer_params,
                                         fc_layer_params=fc_layer_params, activation=torch.relu,
                                         last_layer_size=feature_size, name="ICMEncoder")
@@ -85,16 +77,10 @@ class ICMRewardModule(RewardModule):
         if normalize_reward:
             self.normalize_reward_by_std()
 
-    def _action_input(self, action: torch.Tensor) -> torch.Tensor:
-        """``[N, A]``: one-hot for a discrete action, the flattened vector otherwise."""
-        if self._discrete:
-            return F.one_hot(action.long().reshape(-1) - self._low, self._num_actions).float()
-        return action.reshape(action.shape[0], -1).float()
-
     def _forward_error(self, phi_prev: torch.Tensor, prev_action: torch.Tensor,
                        phi: torch.Tensor) -> torch.Tensor:
         """``[N]``: ``1/2 ||forward(phi_prev, a) - phi||^2`` with ``phi`` as a fixed target."""
-        predicted = self._forward_model(torch.cat([phi_prev, self._action_input(prev_action)],
+        predicted = self._forward_model(torch.cat([phi_prev, self._actions(prev_action)],
                                                   -1))
         return 0.5 * (predicted - phi.detach()).pow(2).sum(-1)
 
@@ -112,10 +98,10 @@ class ICMRewardModule(RewardModule):
         phi_prev = self._encoder(prev_observation)[0]
         phi = self._encoder(observation)[0]
         predicted = self._inverse_model(torch.cat([phi_prev, phi], -1))
-        if self._discrete:
-            inverse = F.cross_entropy(predicted, prev_action.long().reshape(-1) - self._low,
+        if self._actions.discrete:
+            inverse = F.cross_entropy(predicted, self._actions.index(prev_action),
                                       reduction="none")
         else:
-            inverse = (predicted - self._action_input(prev_action)).pow(2).mean(-1)
+            inverse = (predicted - self._actions(prev_action)).pow(2).mean(-1)
         forward = self._forward_error(phi_prev, prev_action, phi)
         return (1.0 - self._beta) * inverse + self._beta * forward

@@ -128,7 +128,13 @@ def test_import_yields_the_transitions_minari_reports(cache, tmp_path, env_id, n
     if env_id == "CartPole-v1":
         assert info.action_spec == BoundedTensorSpec((), torch.int64, 0, 1)
         assert info.observation_spec == TensorSpec((4,), torch.float32)  # inf velocity bounds
-        assert terminated >= 5 and truncated == 1  # the cut last episode
+        # every episode but the last ended by termination; the last one is cut by the end
+        # of collection (truncated) unless it happened to terminate on the last step (seen
+        # once in CI, where the same seed gave 14 episodes instead of 16)
+        last_cut = not episodes[-1].terminations[-1]
+        assert terminated == len(episodes) - int(last_cut) and terminated >= 5, \
+            [len(e) for e in episodes]
+        assert truncated == int(last_cut)
     else:
         assert info.action_spec == BoundedTensorSpec((1,), torch.float32, -2.0, 2.0)
         assert [len(e) for e in episodes] == [200, 200, 50]  # TimeLimit, TimeLimit, cut

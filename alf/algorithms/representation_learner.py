@@ -1,0 +1,120 @@
+"""``RepresentationLearner``: the representation role of an :class:`~alf.algorithms.agent.Agent`.
+
+A representation learner is an ordinary :class:`~alf.algorithms.algorithm.Algorithm`
+(its own networks, optimizer, checkpoint entries under ``representation.`` and
+summaries under its name) that owns an *encoder*. The Agent asks it three things
+(docs/design/agent.md):
+
+- :meth:`RepresentationLearner.encode`: observations ``[N, ...]`` -> features
+  ``[N, F]`` (:attr:`output_spec`), which the RL algorithm receives as its
+  observation, when acting and when training;
+- :meth:`RepresentationLearner.loss`: its own training loss per transition
+  ``(prev_observation, prev_action, observation)`` ``[N]``, taken from stored
+  experience on the learner;
+- :meth:`RepresentationLearner.update`: one gradient step of that loss.
+
+*Shared* (``Agent.encoder_trained_by_rl=True``): the RL loss's gradient also reaches
+the encoder, and this learner's optimizer steps the encoder on the sum of both
+gradients. *Separate*: the RL algorithm sees the features as fixed inputs; only
+this learner's loss trains the encoder.
+
+Actors run :meth:`encode`, so the encoder is part of ``rollout_state_dict``; a
+subclass hands the parts only training reads (predictors, target encoders) to
+:meth:`~alf.algorithms.algorithm.Algorithm.exclude_from_rollout`.
+
+A new learner is a subclass that sets ``self.encoder`` (a network whose first output
+is ``[N, F]``) and implements :meth:`loss`.
+"""
+from typing import Any, Optional
+
+import torch
+
+from alf.algorithms.algorithm import Algorithm
+from alf.data_structures import LossInfo
+from alf.errors import ConfigError
+from alf.tensor_specs import TensorSpec
+from alf.utils.optimizers import OptimizerFactory
+from alf.utils.run_context import RunContext
+
+
+class RepresentationLearner(Algorithm):
+    """Base class of representation learners.
+
+    Class attribute:
+        uses_previous_step: whether :meth:`loss` reads ``prev_observation`` (a
+            dynamics model does; an objective on single observations does not and can
+            also train on single-step mini-batches, where it is None).
+
+    Args:
+        observation_spec: the (transformed) observation spec of one step.
+        action_spec: the env's action spec.
+        optimizer: optimizer factory for the learner's parameters, the encoder's
+            included (each part of an Agent trains with its own).
+        context, debug_summaries, name: see :class:`Algorithm`.
+    """
+
+    uses_previous_step: bool = True
+
+    def __init__(self, observation_spec: Any, action_spec: Any,
+                 optimizer: Optional[OptimizerFactory] = None,
+                 context: Optional[RunContext] = None, debug_summaries: bool = False,
+                 name: str = "RepresentationLearner"):
+        if optimizer is None:
+            raise ConfigError(f"{name} trains with its own optimizer: set {name}.optimizer, "
+                              f"e.g. `{name}.optimizer = @repr/alf.optimizers.Adam()` and "
+                              "`repr/alf.optimizers.Adam.lr = 3e-4`")
+        super().__init__(optimizer=optimizer, context=context,
+                         debug_summaries=debug_summaries, name=name)
+        self._observation_spec = observation_spec
+        self._action_spec = action_spec
+        self.encoder: Optional[torch.nn.Module] = None  # set by the subclass
+
+    @property
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    @property
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    @property
+    def output_spec(self) -> TensorSpec:
+        """``TensorSpec([F])`` of :meth:`encode`'s output: the RL algorithm's observation."""
+        return self.encoder.output_spec
+
+    def encode(self, observation: Any) -> torch.Tensor:
+        """``[N, ...]`` observations -> ``[N, F]`` features (with gradient into the encoder
+        when autograd is on)."""
+        return self.encoder(observation)[0]
+
+    def loss(self, prev_observation: Any, prev_action: Any,
+             observation: Any) -> torch.Tensor:
+        """The learner's own training loss per transition ``[N]``. Abstract: every
+        learner defines what shapes its encoder."""
+        raise NotImplementedError(f"{type(self).__name__} must implement loss")
+
+    def update(self, prev_observation: Any, prev_action: Any, observation: Any,
+               valid: torch.Tensor, keep_existing_grads: bool = False) -> LossInfo:
+        """One gradient step of :meth:`loss` over the ``valid [N]`` transitions, on this
+        learner's parameters; not counted in ``context.num_updates`` (the RL
+        algorithm's clock).
+
+        Args:
+            keep_existing_grads: add to the gradients already on the parameters (the
+                RL loss's, for a shared encoder) instead of replacing them.
+        """
+        loss = self.loss(prev_observation, prev_action, observation)
+        info = self.update_with_gradient(LossInfo(loss=loss), valid_masks=valid.to(loss.dtype),
+                                         count_update=False,
+                                         keep_existing_grads=keep_existing_grads)
+        self.after_update_step()
+        return info
+
+    def after_update_step(self) -> None:
+        """Called after each :meth:`update` (e.g. to move a target encoder)."""
+
+    def clear_grads(self) -> None:
+        """Drop every gradient on this learner's parameters (before the RL step of a
+        shared encoder, so that only this batch's gradients are summed)."""
+        for p in self.parameters():
+            p.grad = None
