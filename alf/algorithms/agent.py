@@ -30,8 +30,7 @@ algorithm's training regime (on-policy, whole buffer, ...), specs and states, so
 Learner, unrollers, learner thread and torchrun treat it as that algorithm.
 
 Not built yet (docs/design/agent.md): recurrent representation learners, per-column values for
-actor-critic algorithms (the RL algorithm sees the weighted sum), reward-weight
-schedules, and reward modules for algorithms that train through the rollout's graph
+actor-critic algorithms (the RL algorithm sees the weighted sum), and reward modules for algorithms that train through the rollout's graph
 (A2C, REINFORCE: refused with one error, as are representation learners for them).
 """
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -48,6 +47,7 @@ from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeSte
 from alf.errors import ConfigError
 from alf.tensor_specs import TensorSpec
 from alf.utils.run_context import RunContext
+from alf.utils.schedules import ConstantSchedule, ScheduleLike, as_schedule
 
 #: what the Agent takes over from its RL algorithm (read by the Learner and the Trainer)
 _REGIME = ("on_policy", "whole_replay_buffer_training", "clear_replay_buffer",
@@ -66,8 +66,10 @@ class Agent(RLAlgorithm):
         reward_modules: constructors of :class:`RewardModule` s, called with
             ``observation_spec``, ``action_spec`` and ``context``.
         reward_weights: ``[1 + len(reward_modules)]``: the extrinsic reward's weight,
-            then each module's (default: all 1). Changeable during a run with
-            :meth:`set_reward_weights` (checkpointed).
+            then each module's (default: all 1). Each is a number or a schedule of the
+            run's progress (``@LinearSchedule()``, alf/utils/schedules.py), read for each
+            trained batch; :meth:`set_reward_weights` fixes them from then on. The
+            current weights (and whether they were fixed) are checkpointed.
         representation_learner_cls: constructor of a :class:`RepresentationLearner`
             (called with ``observation_spec``, ``action_spec`` and ``context``) whose
             features ``[N, F]`` the RL algorithm receives as its observation; None:
@@ -82,7 +84,7 @@ class Agent(RLAlgorithm):
                  reward_spec: Any = TensorSpec(()),
                  rl_algorithm_cls: Callable[..., RLAlgorithm] = PPOAlgorithm,
                  reward_modules: Sequence[Callable[..., RewardModule]] = (),
-                 reward_weights: Optional[Sequence[float]] = None,
+                 reward_weights: Optional[Sequence[ScheduleLike]] = None,
                  representation_learner_cls: Optional[
                      Callable[..., RepresentationLearner]] = None,
                  encoder_trained_by_rl: bool = True,
@@ -118,11 +120,16 @@ class Agent(RLAlgorithm):
                 "algorithm that trains on stored experience (PPOAlgorithm, APPOAlgorithm, "
                 "SacAlgorithm, ...)")
         weights = [1.0] * (1 + len(modules)) if reward_weights is None else \
-            [float(w) for w in reward_weights]
+            list(reward_weights)
         if len(weights) != 1 + len(modules):
             raise ConfigError(f"Agent.reward_weights has {len(weights)} values; it needs "
                               f"{1 + len(modules)}: the extrinsic reward's, then one per "
                               "reward module")
+        try:
+            schedules = [as_schedule(w) for w in weights]
+        except TypeError:
+            raise ConfigError(f"Agent.reward_weights = {weights!r}: each must be a number or "
+                              "a schedule (e.g. @LinearSchedule())") from None
         super().__init__(observation_spec, action_spec, reward_spec, context=rl.context,
                          train_state_spec=rl.train_state_spec,
                          rollout_state_spec=rl.rollout_state_spec,
@@ -134,7 +141,12 @@ class Agent(RLAlgorithm):
         self._reward_modules = torch.nn.ModuleList(modules)
         for m in modules:
             self.exclude_from_rollout(m)  # trained and used on the learner only
-        self.register_buffer("_reward_weights", torch.tensor(weights, dtype=torch.float32))
+        self._weight_schedules = schedules
+        self._scheduled = not all(isinstance(w, ConstantSchedule) for w in schedules)
+        self.register_buffer("_reward_weights", torch.tensor([float(w(0.0)) for w in schedules],
+                                                             dtype=torch.float32))
+        # set_reward_weights was called: the schedules no longer apply (survives a resume)
+        self.register_buffer("_reward_weights_fixed", torch.tensor(False))
         for attr in _REGIME:  # the Learner reads these from the algorithm it trains
             setattr(self, attr, getattr(rl, attr))
 
@@ -153,17 +165,33 @@ class Agent(RLAlgorithm):
 
     @property
     def reward_weights(self) -> torch.Tensor:
-        """``[1 + len(reward_modules)]``: extrinsic, then each module's."""
+        """``[1 + len(reward_modules)]``: extrinsic, then each module's, as of the last
+        trained batch (or the last :meth:`set_reward_weights`)."""
         return self._reward_weights
 
+    @property
+    def reward_column_names(self) -> List[str]:
+        """``"extrinsic"``, then each reward module's name (summary tags)."""
+        return ["extrinsic"] + [m.name for m in self._reward_modules]
+
     def set_reward_weights(self, weights: Sequence[float]) -> None:
-        """Change the weights from the next trained batch on (every stored step's reward
-        is composed when it is trained on, so the change applies to all of them)."""
+        """Fix the weights from the next trained batch on, replacing any schedules in
+        ``reward_weights`` for the rest of the run (every stored step's reward is
+        composed when it is trained on, so the change applies to all of them)."""
         w = torch.as_tensor(weights, dtype=torch.float32).reshape(-1)
         if w.numel() != self._reward_weights.numel():
             raise ValueError(f"Agent.set_reward_weights: {w.numel()} weights for "
                              f"{self._reward_weights.numel()} reward columns")
         self._reward_weights.copy_(w)
+        self._reward_weights_fixed.fill_(True)
+
+    def _current_reward_weights(self) -> torch.Tensor:
+        """The weights for this batch: the schedules at the run's progress, unless fixed."""
+        if self._scheduled and not bool(self._reward_weights_fixed):
+            progress = self._context.progress()
+            self._reward_weights.copy_(torch.tensor(
+                [float(s(progress)) for s in self._weight_schedules], dtype=torch.float32))
+        return self._reward_weights
 
     # ----------------------------------------------------------- regime
     def uses_regime(self, name: str, config: Any) -> bool:
@@ -234,12 +262,16 @@ class Agent(RLAlgorithm):
         """``[B, T]`` weighted sum of the extrinsic reward and each module's."""
         B, T = ts.step_type.shape[:2]
         extrinsic = ts.reward
-        w = self._reward_weights.to(extrinsic.dtype)
+        w = self._current_reward_weights().to(extrinsic.dtype)
+        summarize = self._context.should_summarize()
+        if summarize:
+            for name, weight in zip(self.reward_column_names, w.tolist()):
+                self._context.add_iteration_scalar(f"Reward/{name}/weight", weight,
+                                                   reduce="last")
         total = w[0] * extrinsic
         if T < 2:
             return total
         prev_obs, prev_action, obs, valid = self._transitions(ts)
-        summarize = self._context.should_summarize()
         for i, module in enumerate(self._reward_modules):
             with torch.no_grad():
                 r = module.reward(prev_obs, prev_action, obs).to(extrinsic.dtype)

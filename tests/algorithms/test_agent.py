@@ -185,3 +185,62 @@ def test_bad_compositions_are_one_error_each(clean_gin):
         RNDRewardModule(OBS, ACTION)
     with pytest.raises(ConfigError, match="reward must be a scalar"):
         Agent(OBS, ACTION, reward_spec=TensorSpec((2,)))
+
+
+def test_reward_weights_follow_a_schedule_until_fixed_by_the_api(clean_gin):
+    """``reward_weights`` entries may be schedules of the run's progress; the API fixes
+    the weights from then on, and that survives a checkpoint round trip."""
+    from alf.utils.schedules import LinearSchedule
+    agent = Agent(OBS, ACTION, reward_modules=[_Constant],
+                  reward_weights=[1.0, LinearSchedule(1.0, 0.0)])
+    context = agent.context
+    context.num_iterations = 10
+    ts = _time_step()
+    for iteration, bonus_weight in ((0, 1.0), (5, 0.5), (10, 0.0)):
+        context.iteration = iteration
+        reward = agent._composed_reward(ts)
+        assert torch.equal(agent.reward_weights, torch.tensor([1.0, bonus_weight]))
+        assert reward[0, 1].item() == 2.0 + bonus_weight  # extrinsic 2, bonus 1
+    context.iteration = 2
+    agent.set_reward_weights([0.5, 2.0])
+    for iteration in (3, 9):  # the schedule no longer applies
+        context.iteration = iteration
+        agent._composed_reward(ts)
+        assert torch.equal(agent.reward_weights, torch.tensor([0.5, 2.0]))
+    state = agent.state_dict()
+    again = Agent(OBS, ACTION, reward_modules=[_Constant],
+                  reward_weights=[1.0, LinearSchedule(1.0, 0.0)])
+    again.load_state_dict(state)
+    again.context.num_iterations, again.context.iteration = 10, 7
+    again._composed_reward(ts)
+    assert torch.equal(again.reward_weights, torch.tensor([0.5, 2.0]))
+    assert agent.reward_column_names == ["extrinsic", "Constant"]
+    with pytest.raises(ConfigError, match="each must be a number or a schedule"):
+        Agent(OBS, ACTION, reward_modules=[_Constant], reward_weights=[1.0, "high"])
+
+
+def test_a_scheduled_weight_is_summarised_and_moves_in_a_run(make_trainer, alf_cli, tmp_path):
+    """From gin: the RND weight annealed 1 -> 0 over the run, one point per summarised
+    iteration under Reward/<column>/weight."""
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO + RND.replace(
+        "Agent.reward_weights = [1.0, 0.5]",
+        "Agent.reward_weights = [1.0, @rnd_w/LinearSchedule()]\n"
+        "rnd_w/LinearSchedule.start = 1.0\nrnd_w/LinearSchedule.end = 0.0"),
+        ["TrainerConfig.summary_interval=1"])
+    seen = []
+    add = trainer.context.add_iteration_scalar
+
+    def spy(tag, value, reduce="mean"):
+        if tag.startswith("Reward/") and tag.endswith("/weight"):
+            seen.append((trainer.context.iteration, tag, value))
+        add(tag, value, reduce)
+
+    trainer.context.add_iteration_scalar = spy
+    trainer.run()
+    rnd = [(i, v) for i, tag, v in seen if tag == "Reward/RNDRewardModule/weight"]
+    assert {tag for _, tag, _ in seen} == {"Reward/extrinsic/weight",
+                                          "Reward/RNDRewardModule/weight"}
+    # 4 iterations: the weight falls with progress, from near 1 to near 0
+    values = [v for _, v in rnd]
+    assert values == sorted(values, reverse=True) and values[0] > values[-1]
+    assert trainer.algorithm.reward_weights[1].item() == values[-1]
