@@ -60,6 +60,7 @@ class ActorCriticAlgorithm(RLAlgorithm):
     """
 
     on_policy = True
+    trains_on_behaviour_log_probs = True
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,

@@ -51,7 +51,7 @@ from alf.utils.schedules import ConstantSchedule, ScheduleLike, as_schedule
 
 #: what the Agent takes over from its RL algorithm (read by the Learner and the Trainer)
 _REGIME = ("on_policy", "whole_replay_buffer_training", "clear_replay_buffer",
-           "replay_sample_blocks", "learner_class")
+           "replay_sample_blocks", "learner_class", "trains_on_behaviour_log_probs")
 
 
 @alf.configurable

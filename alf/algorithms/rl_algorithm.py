@@ -75,6 +75,9 @@ class RLAlgorithm(Algorithm):
     clear_replay_buffer: bool = False
     replay_sample_blocks: bool = False
     learner_class: Optional[type] = None
+    #: the loss reads the behaviour policy's log-probability of each stored action
+    #: (importance ratios, policy gradients): an overwritten action would not match it
+    trains_on_behaviour_log_probs: bool = False
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  env: Any = None, config: Any = None, context: Optional[RunContext] = None,
@@ -154,6 +157,14 @@ class RLAlgorithm(Algorithm):
             raise ConfigError(f"{name} is on-policy: TrainerConfig.initial_collect_steps "
                               "must be 0 (random actions would be trained on with the "
                               "policy's log-probabilities)")
+        if getattr(config, "overwrite_policy_output", False) and \
+                self.trains_on_behaviour_log_probs:
+            raise ConfigError(
+                f"{name} trains with the log-probability its policy gave the stored action, "
+                "which an executed action replacing it would not have: "
+                "TrainerConfig.overwrite_policy_output=True needs an algorithm that learns "
+                "from stored actions alone (SacAlgorithm, DqnAlgorithm, DdpgAlgorithm, "
+                "Td3Algorithm, BcAlgorithm, IqlAlgorithm)")
         if self.on_policy and config.async_unroll:
             raise ConfigError(
                 f"{name} trains through its rollout's autograd graph, which cannot cross "

@@ -53,6 +53,9 @@ flags.DEFINE_integer("checkpoint", None, "Collect mode: act with the checkpoint 
                      "iteration instead of the newest (e.g. a medium-level policy; one in "
                      "train/, or a milestone in train/milestones/).")
 flags.DEFINE_integer("seed", 0, "Collect mode: seed of the envs and of every random choice.")
+flags.DEFINE_bool("overwrite_policy_output", False, "Collect mode: record the action each env "
+                  "executed (clipped to the action bounds, or what the env or a gym wrapper "
+                  "reports as info['executed_action']) instead of the policy's.")
 flags.DEFINE_float("progress_interval_seconds", 5.0,
                    "Collect mode: seconds between progress lines on stderr; 0: none.")
 flags.DEFINE_multi_string("conf_param", [], "Gin binding applied after the run's config.gin, "
@@ -61,7 +64,8 @@ flags.DEFINE_bool("debug", False, "Show full tracebacks.")
 
 FLAGS = flags.FLAGS
 PROGRAM = "alf.bin.export_dataset"
-_COLLECT_ONLY = ("policy", "epsilon", "noise_std", "num_envs", "seed", "conf", "checkpoint")
+_COLLECT_ONLY = ("policy", "epsilon", "noise_std", "num_envs", "seed", "conf", "checkpoint",
+                 "overwrite_policy_output")
 
 
 def _main() -> int:
@@ -86,7 +90,8 @@ def _main() -> int:
                     noise_std=FLAGS.noise_std, num_envs=FLAGS.num_envs, seed=FLAGS.seed,
                     overwrite=FLAGS.overwrite,
                     progress_interval=FLAGS.progress_interval_seconds,
-                    checkpoint=FLAGS.checkpoint)
+                    checkpoint=FLAGS.checkpoint,
+                    overwrite_policy_output=FLAGS.overwrite_policy_output)
     return 0
 
 

@@ -31,7 +31,7 @@ from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.experiment_signature import load_algorithm_state
 from alf.trainers.milestones import load_iteration
 from alf.trainers.trainer_config import TrainerConfig
-from alf.utils.act_step import ActStep
+from alf.utils.act_step import ActStep, executed_action
 from alf.utils.process_signals import sigint_ignored_in_children
 from alf.utils.run_context import RunContext
 
@@ -192,6 +192,7 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
                     policy: str = "greedy", epsilon: float = 0.0, noise_std: float = 0.0,
                     num_envs: Optional[int] = None, seed: int = 0, overwrite: bool = False,
                     progress_interval: float = 5.0, checkpoint: Optional[int] = None,
+                    overwrite_policy_output: bool = False,
                     stream: TextIO = sys.stderr) -> DatasetInfo:
     """Run a policy for ``collect_steps`` env steps (in total over ``num_envs`` envs; default:
     the config's ``create_environment.num_parallel_environments``) and write them to the
@@ -199,8 +200,11 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
     (``rollout_step``) or ``"random"`` (uniform over the action spec; no checkpoint needed,
     so ``conf`` may name a gin file instead of a run). ``seed`` seeds the envs and every
     random choice. ``checkpoint``: the iteration of the checkpoint to act with (default:
-    the newest; e.g. an earlier one for a "medium" dataset). Progress goes to ``stream``.
-    Returns the written manifest."""
+    the newest; e.g. an earlier one for a "medium" dataset). ``overwrite_policy_output``:
+    record the action each env executed (clipped to a Box's bounds, or what the env or a
+    gym wrapper reports as ``info["executed_action"]``) instead of the policy's, as
+    ``TrainerConfig.overwrite_policy_output`` does for training. Progress goes to
+    ``stream``. Returns the written manifest."""
     check_collect_args(collect_steps, policy, epsilon, noise_std, num_envs, root_dir, conf)
     root_dir = parse_run_config(root_dir=root_dir, conf=conf, conf_params=conf_params)
     out = os.path.abspath(os.path.expanduser(out))
@@ -216,7 +220,8 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
     torch.set_num_threads(1)  # batch K acting: more threads only add synchronisation
     kwargs = {} if num_envs is None else {"num_parallel_environments": num_envs}
     with sigint_ignored_in_children():
-        env = create_environment(seed=seed, **kwargs)
+        env = create_environment(seed=seed, report_executed_action=overwrite_policy_output,
+                                 **kwargs)
     try:
         env_name, obs_spec, action_spec, reward_spec = env_specs(env)
         if noise_std > 0 and not any(s.is_continuous() for s in alf_nest.flatten(action_spec)):
@@ -225,6 +230,8 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
         k = env.batch_size
         algorithm, source = None, {"kind": "collect", "policy": policy, "epsilon": epsilon,
                                    "noise_std": noise_std, "num_envs": k, "seed": seed}
+        if overwrite_policy_output:
+            source["executed_actions"] = True
         if policy != "random":
             algorithm, iteration, steps = _load_policy(root_dir, config, EnvSpecs.of(env),
                                                        checkpoint, greedy=policy == "greedy")
@@ -245,7 +252,7 @@ def collect_dataset(out: str, collect_steps: int, *, root_dir: Optional[str] = N
                                reward_spec, data_transformers=described,
                                frame_stack=frame_stack, source=source, overwrite=overwrite)
         with writer, torch.no_grad():
-            _run(env, actor, writer, quota, progress)
+            _run(env, actor, writer, quota, progress, overwrite_policy_output)
             info = writer.close()
     finally:
         env.close()
@@ -262,8 +269,10 @@ def _rows(n: int) -> str:
 
 
 def _run(env: Any, actor: _Actor, writer: DatasetWriter, quota: np.ndarray,
-         progress: _Progress) -> None:
-    """Step ``env`` until every env ``r`` has recorded ``quota[r]`` steps."""
+         progress: _Progress, overwrite_policy_output: bool = False) -> None:
+    """Step ``env`` until every env ``r`` has recorded ``quota[r]`` steps; with
+    ``overwrite_policy_output`` each recorded action becomes the executed one once the
+    env has answered it (a row's last recorded action, never run, stays the policy's)."""
     done = np.zeros(len(quota), dtype=np.int64)
     pending: List[DatasetSteps] = []
     pending_rows: Optional[np.ndarray] = None
@@ -293,4 +302,8 @@ def _run(env: Any, actor: _Actor, writer: DatasetWriter, quota: np.ndarray,
         done[rows] += 1
         if bool((done < quota).any()):
             ts = env.step(action)
+            if overwrite_policy_output:
+                executed = alf_nest.map_structure(lambda x: take(x.cpu()),
+                                                  executed_action(action, ts))
+                pending[-1] = pending[-1]._replace(action=executed)
     flush()

@@ -34,8 +34,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from alf.data_structures import TimeStep
 from alf import nest
+from alf.data_structures import TimeStep
+from alf.errors import UserError
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 
@@ -96,6 +97,14 @@ class AlfEnvironment(abc.ABC):
     def env_info_spec(self) -> Any:
         """Spec nest of ``TimeStep.env_info`` (fixed across steps); ``{}`` by default."""
         return {}
+
+    def report_executed_action(self) -> None:
+        """Make ``TimeStep.prev_action`` the action the env executed (not the agent's
+        request), for ``TrainerConfig.overwrite_policy_output``. Environments that cannot
+        tell raise :class:`~alf.errors.UserError`."""
+        raise UserError(f"{type(self).__name__} cannot report the action it executed "
+                        "(TrainerConfig.overwrite_policy_output needs an env built by "
+                        "create_environment)")
 
     def time_step_spec(self) -> TimeStep:
         """:class:`TimeStep` of specs (no batch dim); ``prev_action`` is ``action_spec()``."""

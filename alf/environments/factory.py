@@ -49,7 +49,8 @@ def create_environment(env_name: str = "CartPole-v1",
                        max_episode_steps: Optional[PositiveInt] = None,
                        atari: Optional[AtariOptions] = None,
                        env_id_offset: NonNegativeInt = 0,
-                       num_threads: Optional[int] = None) -> AlfEnvironment:
+                       num_threads: Optional[int] = None,
+                       report_executed_action: bool = False) -> AlfEnvironment:
     """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
 
     Args:
@@ -92,6 +93,10 @@ def create_environment(env_name: str = "CartPole-v1",
             cap; None: the gin-configured ``ale_vector_env_backend.num_threads``
             / ``envpool_env_backend.num_threads``. Ignored by backends without
             a thread pool.
+        report_executed_action: ``TimeStep.prev_action`` is the action the env
+            executed (clipped to a Box's bounds, or what the env or a wrapper reports
+            as ``info["executed_action"]``) instead of the agent's request; set from
+            ``TrainerConfig.overwrite_policy_output`` by the trainer and env workers.
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
@@ -116,9 +121,16 @@ def create_environment(env_name: str = "CartPole-v1",
         backend = _backends.select_auto_backend(request, spec)
     _backends.check_backend_request(backend, request)  # options, then optional packages
     try:
-        return _backends.get_backend(backend).builder(request)
+        env = _backends.get_backend(backend).builder(request)
     except gym.error.DependencyNotInstalled as e:
         raise UserError(f"Environment '{env_name}' needs an optional dependency: {e}") from None
+    if report_executed_action:
+        try:
+            env.report_executed_action()
+        except BaseException:
+            env.close()
+            raise
+    return env
 
 
 def _check_arguments(backend: str, num_parallel_environments: int,

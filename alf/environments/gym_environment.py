@@ -34,6 +34,10 @@ from alf.environments.alf_environment import AlfEnvironment
 from alf.errors import UserError
 from alf.tensor_specs import zeros_from_spec
 
+#: the ``info`` key by which an env or wrapper reports the action it executed instead of
+#: the agent's (read when :meth:`GymVectorEnvironment.report_executed_action` is on)
+EXECUTED_ACTION_KEY = "executed_action"
+
 # TimeStep(*fields) without the keyword-argument overhead of NamedTuple.__new__
 _new_time_step = functools.partial(tuple.__new__, TimeStep)
 
@@ -113,7 +117,9 @@ class GymVectorEnvironment(AlfEnvironment):
         self._observation_spec = spec_utils.observation_spec_from_space(obs_space)
         self._action_spec = spec_utils.action_spec_from_space(act_space)
         self._convert_obs = spec_utils.make_observation_converter(obs_space, copy_observations)
+        self._act_space = act_space
         self._convert_action = spec_utils.ActionConverter(act_space, self._action_spec).convert
+        self._reports_executed_action = False
         self._enforce_autoreset = enforce_autoreset
         self._info_hook = info_hook
         if self._is_async and step_timeout is not None:
@@ -267,6 +273,9 @@ class GymVectorEnvironment(AlfEnvironment):
         self._prev_done = done
         self._any_reset = np.count_nonzero(done) > 0
 
+        if self._reports_executed_action and EXECUTED_ACTION_KEY in info:
+            prev_action = self._executed_from_info(info, prev_action,
+                                                   prev_done if any_reset else None)
         from_numpy = torch.from_numpy
         return _new_time_step((from_numpy(step_type), from_numpy(reward), from_numpy(discount),
                                self._convert_obs(obs), prev_action, self._env_id, {}))
@@ -274,6 +283,43 @@ class GymVectorEnvironment(AlfEnvironment):
     def _step_with_timeout(self, env_action):
         self._env.step_async(env_action)
         return self._env.step_wait(timeout=self._step_timeout)
+
+    def report_executed_action(self) -> None:
+        """From now on ``TimeStep.prev_action`` is the action the env executed: the one it
+        received (clipped to a Box's bounds), replaced, row by row, by what the env
+        reports as ``info["executed_action"]`` (an env or wrapper that overrides the
+        agent: a safety layer, a scripted or human controller). See
+        ``TrainerConfig.overwrite_policy_output``."""
+        self._convert_action = spec_utils.ActionConverter(self._act_space, self._action_spec,
+                                                          executed=True).convert
+        self._reports_executed_action = True
+
+    def _executed_from_info(self, info: dict, prev_action: Any,
+                            reset_rows: Optional[np.ndarray]) -> Any:
+        """``prev_action [B, ...]`` with the rows the env reported in
+        ``info["executed_action"]`` (gymnasium's vector info: values ``[B, ...]`` and the
+        mask ``info["_executed_action"]``) replaced; rows starting an episode stay 0."""
+        if not isinstance(prev_action, torch.Tensor):
+            raise UserError(f"Environment '{self._env_name}': info['{EXECUTED_ACTION_KEY}'] is "
+                            "supported for single-tensor action spaces only, not "
+                            f"{self._act_space}")
+        values = info[EXECUTED_ACTION_KEY]
+        mask = np.asarray(info.get("_" + EXECUTED_ACTION_KEY, np.ones(self._batch_size, bool)),
+                          dtype=bool)
+        if reset_rows is not None:
+            mask = mask & ~np.asarray(reset_rows, dtype=bool)
+        if not mask.any():
+            return prev_action
+        rows = np.flatnonzero(mask)
+        try:
+            reported = np.stack([np.asarray(values[i]) for i in rows])
+            reported = reported.reshape((len(rows),) + tuple(prev_action.shape[1:]))
+        except (TypeError, ValueError):
+            raise UserError(f"Environment '{self._env_name}': info['{EXECUTED_ACTION_KEY}'] must "
+                            f"be an action of shape {tuple(prev_action.shape[1:])}, got "
+                            f"{values!r}") from None
+        prev_action[torch.from_numpy(rows)] = torch.from_numpy(reported).to(prev_action.dtype)
+        return prev_action
 
     def _split_step_fns(self, vector_env: gym.vector.VectorEnv):
         """``(send(env_action), recv() -> raw step)`` of the engine's own split, or ``(None, None)``."""

@@ -157,19 +157,20 @@ class ActionConverter:
     - ``prev_action``: a fresh torch copy of the agent's (unclipped) action in
       the action spec's dtype, with the rows in ``reset_mask`` (``[B]`` bool,
       or None for "no row") zeroed: those envs start a new episode and ignore
-      the action.
+      the action. With ``executed=True``: of the action the env receives
+      (clipped to the Box bounds), for ``TrainerConfig.overwrite_policy_output``.
 
     ``ActionConverter(space, spec).convert`` is a plain bound method with no
     type dispatch for single (non-nested) action spaces.
     """
 
-    def __init__(self, space: spaces.Space, spec: Any):
+    def __init__(self, space: spaces.Space, spec: Any, executed: bool = False):
         if isinstance(space, (spaces.Dict, spaces.Tuple)):
             if isinstance(space, spaces.Dict):
-                self._children = [(k, ActionConverter(s, spec[k]).convert)
+                self._children = [(k, ActionConverter(s, spec[k], executed).convert)
                                   for k, s in space.spaces.items()]
             else:
-                self._children = [(i, ActionConverter(s, spec[i]).convert)
+                self._children = [(i, ActionConverter(s, spec[i], executed).convert)
                                   for i, s in enumerate(space.spaces)]
             self._is_dict = isinstance(space, spaces.Dict)
             self.convert = self._convert_nest
@@ -178,6 +179,7 @@ class ActionConverter:
         self._spec_dtype = torch.empty((), dtype=spec.dtype).numpy().dtype
         self._low: Optional[np.ndarray] = None
         self._high: Optional[np.ndarray] = None
+        self._executed = bool(executed)
         if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
             if np.any(np.isfinite(space.low)) or np.any(np.isfinite(space.high)):
                 self._low = space.low.astype(space.dtype)
@@ -192,7 +194,8 @@ class ActionConverter:
             env_a = a.astype(self._env_dtype)
         else:
             env_a = a  # read synchronously by the env; never stored by alf
-        prev = a.astype(self._spec_dtype)  # always a copy: the caller may reuse its buffer
+        # always a copy: the caller may reuse its buffer
+        prev = (env_a if self._executed else a).astype(self._spec_dtype)
         if reset_mask is not None:
             prev[reset_mask] = 0
         return env_a, torch.from_numpy(prev)

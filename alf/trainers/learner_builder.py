@@ -79,10 +79,12 @@ def build_learner(config: Any, context: RunContext, config_text: str,
         return BuiltLearner(learner)
     with sigint_ignored_in_children():
         env = create_environment(seed=config.random_seed,
-                                 env_id_offset=rank * dp.configured_num_envs())
+                                 env_id_offset=rank * dp.configured_num_envs(),
+                                 report_executed_action=config.overwrite_policy_output)
     try:
         algorithm = build_algorithm(config, EnvSpecs.of(env), "learner", context)
-        unroller = SyncUnroller.for_algorithm(env, algorithm, config.metric_buffer_size)
+        unroller = SyncUnroller.for_algorithm(env, algorithm, config.metric_buffer_size,
+                                              config.overwrite_policy_output)
         learner = _learner(algorithm, settings, context, unroller)
         learner.prepare()
     except BaseException:

@@ -71,6 +71,13 @@ class TrainerConfig:
         max_env_worker_restarts: async: restarts (all workers together) before the run
             stops with an error.
         initial_collect_steps: off-policy: env steps of random actions before training starts.
+        overwrite_policy_output: store the action the env executed instead of the one
+            the policy chose (ALF's ``overwrite_policy_output``): the action clipped to a
+            Box's bounds, or what the env or a gym wrapper reports as
+            ``info["executed_action"]`` (a safety layer, a scripted or human
+            controller), sync and async alike. For algorithms that train on stored
+            actions without their behaviour log-probabilities (SAC, DQN, DDPG, TD3, BC,
+            IQL); refused for the actor-critic family (A2C, PPO, APPO, IMPALA).
         num_updates_per_train_iter: off-policy: passes (epochs over the whole buffer when
             ``whole_replay_buffer_training``, else sampled mini-batches) per iteration.
         mini_batch_size: sequences per mini-batch (None = the whole buffer in one batch).
@@ -192,6 +199,7 @@ class TrainerConfig:
                  env_worker_timeout_s: Positive = 60.0,
                  max_env_worker_restarts: NonNegativeInt = 5,
                  initial_collect_steps: NonNegativeInt = 0,
+                 overwrite_policy_output: bool = False,
                  num_updates_per_train_iter: PositiveInt = 4,
                  mini_batch_size: Optional[PositiveInt] = None,
                  mini_batch_length: PositiveInt = 1,
@@ -257,6 +265,7 @@ class TrainerConfig:
         self.env_worker_timeout_s = float(env_worker_timeout_s)
         self.max_env_worker_restarts = int(max_env_worker_restarts)
         self.initial_collect_steps = int(initial_collect_steps)
+        self.overwrite_policy_output = bool(overwrite_policy_output)
         self.num_updates_per_train_iter = int(num_updates_per_train_iter)
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = int(mini_batch_length)

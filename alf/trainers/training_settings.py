@@ -23,6 +23,7 @@ class TrainingSettings:
     async_unroll: bool = False
     max_policy_lag: Optional[int] = None
     initial_collect_steps: int = 0
+    overwrite_policy_output: bool = False
     num_updates_per_train_iter: int = 4
     mini_batch_size: Optional[int] = None
     mini_batch_length: int = 1

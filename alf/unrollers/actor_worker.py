@@ -76,14 +76,19 @@ class ActorWorker:
         wait: ``fn()`` called while waiting for weights (heartbeat, stop checks).
         initial_collect_steps: act randomly while the learner's env steps are below it.
         metric_buffer_size: episodes kept by the per-group metrics.
+        overwrite_policy_output: once a step's envs answer, its stored action becomes
+            the one they executed (``TrainerConfig.overwrite_policy_output``; the envs
+            report it).
     """
 
     def __init__(self, algorithm: Any, envs: Sequence[Any], slots: Sequence[TrajectorySlots],
                  weights: WeightChannel, acquire_slot: Callable[[int], int],
                  version_for_seq: Optional[Callable[[int], int]] = None,
                  wait: Callable[[], None] = lambda: time.sleep(0.001),
-                 initial_collect_steps: int = 0, heartbeat: Callable[[], None] = lambda: None):
+                 initial_collect_steps: int = 0, heartbeat: Callable[[], None] = lambda: None,
+                 overwrite_policy_output: bool = False):
         self._algorithm = algorithm
+        self._overwrite_policy_output = bool(overwrite_policy_output)
         self._transformer = algorithm.data_transformer
         self._groups = [_Group(i, env, s, EpisodeMetrics(env.batch_size, 1, track_finished=True))
                         for i, (env, s) in enumerate(zip(envs, slots))]
@@ -181,6 +186,8 @@ class ActorWorker:
                 for g in self._groups:
                     ts = g.env.step_wait()
                     g.stepping = False
+                    if self._overwrite_policy_output:  # step t-1 (t=1: the carried step)
+                        g.slots.overwrite_with_executed_action(g.slot, t - 1, ts)
                     self._heartbeat()
                     g.time_step = ts
                     g.metrics.update(ts)

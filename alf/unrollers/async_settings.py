@@ -26,6 +26,7 @@ class AsyncSettings:
     env_worker_timeout_s: float = 60.0
     max_env_worker_restarts: int = 5
     initial_collect_steps: int = 0
+    overwrite_policy_output: bool = False
     metric_buffer_size: int = 20
     random_seed: Optional[int] = None
     num_policy_workers: Optional[int] = None
@@ -46,4 +47,5 @@ class AsyncSettings:
         return ActorSettings(deterministic=self.async_mode == "deterministic",
                              update_period=self.update_period,
                              num_threads=int(self.env_worker_threads),
-                             initial_collect_steps=int(self.initial_collect_steps))
+                             initial_collect_steps=int(self.initial_collect_steps),
+                             overwrite_policy_output=bool(self.overwrite_policy_output))

@@ -88,14 +88,18 @@ class EnvStepper:
         heartbeat: ``fn()`` called after every env step.
         first_seq: the sequence number of this incarnation's first trajectory (a restarted
             env worker continues the run's numbering): orders deterministic batches.
+        overwrite_policy_output: once a step's envs answer, its stored action becomes
+            the one they executed (``TrainerConfig.overwrite_policy_output``).
     """
 
     def __init__(self, worker_id: int, envs: Sequence[Any], slots: Sequence[TrajectorySlots],
                  inboxes: Sequence[ActInbox], link: PolicyLink,
                  acquire_slot: Callable[[int], int],
                  version_for_seq: Optional[Callable[[int], int]] = None,
-                 heartbeat: Callable[[], None] = lambda: None, first_seq: int = 0):
+                 heartbeat: Callable[[], None] = lambda: None, first_seq: int = 0,
+                 overwrite_policy_output: bool = False):
         self._worker_id = worker_id
+        self._overwrite_policy_output = bool(overwrite_policy_output)
         self._first_seq = int(first_seq)
         self._groups = [_Group(i, env, s, b)
                         for i, (env, s, b) in enumerate(zip(envs, slots, inboxes))]
@@ -152,7 +156,10 @@ class EnvStepper:
                 g.statistics = None
         for t in range(1, self._T + 1):
             for g in self._groups:
-                self._observe(g, g.env.step_wait(), t)
+                ts = g.env.step_wait()
+                if self._overwrite_policy_output:  # step t-1 (t=1: the carried step)
+                    g.slots.overwrite_with_executed_action(g.slot, t - 1, ts)
+                self._observe(g, ts, t)
                 self._answer_oldest()  # its envs step again while the others are served
         out = []
         for g in self._groups:

@@ -73,11 +73,14 @@ class ActorSettings:
             env-engine threads per group.
         initial_collect_steps: ``TrainerConfig.initial_collect_steps``: act randomly while
             the learner's env steps are below it.
+        overwrite_policy_output: ``TrainerConfig.overwrite_policy_output``: the envs report
+            the action they executed, and it replaces the stored one.
     """
     deterministic: bool = False
     update_period: int = 1
     num_threads: int = 1
     initial_collect_steps: int = 0
+    overwrite_policy_output: bool = False
 
 
 @dataclasses.dataclass
@@ -234,7 +237,8 @@ def build_actor(spec: WorkerSpec, link: Any, serial_config: Any = None) -> Actor
         return ActorWorker(algorithm, envs, spec.slots, spec.weights, link.acquire_slot,
                            version_for_seq=_deterministic_versions(spec), wait=link.wait,
                            heartbeat=link.poll,
-                           initial_collect_steps=settings.initial_collect_steps)
+                           initial_collect_steps=settings.initial_collect_steps,
+                           overwrite_policy_output=settings.overwrite_policy_output)
     except BaseException:
         for env in envs:
             env.close()
@@ -248,7 +252,9 @@ def _build_envs(spec: WorkerSpec) -> List[Any]:
         for offset in spec.env_id_offsets:
             envs.append(create_environment(num_parallel_environments=spec.envs_per_group,
                                            seed=spec.seed, env_id_offset=offset,
-                                           num_threads=spec.settings.num_threads))
+                                           num_threads=spec.settings.num_threads,
+                                           report_executed_action=(
+                                               spec.settings.overwrite_policy_output)))
         return envs
     except BaseException:
         for env in envs:
@@ -277,7 +283,8 @@ def build_stepper(spec: WorkerSpec, learner: Any, policy: PolicyLink,
         wanted = lambda seq: spec.weights.latest_version()  # noqa: E731
     return EnvStepper(spec.worker_id, _build_envs(spec), spec.slots, spec.inboxes, policy,
                       learner.acquire_slot, version_for_seq=wanted, heartbeat=learner.poll,
-                      first_seq=spec.first_seq)
+                      first_seq=spec.first_seq,
+                      overwrite_policy_output=spec.settings.overwrite_policy_output)
 
 
 def describe_exception(e: BaseException) -> str:

@@ -14,7 +14,7 @@ from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.metrics import EpisodeMetrics
 from alf.tensor_specs import zeros_from_spec
-from alf.utils.act_step import ActStep
+from alf.utils.act_step import ActStep, executed_action
 from alf.unrollers.unroll_result import UnrollResult
 from alf.utils.tensor_utils import detach
 
@@ -27,11 +27,17 @@ class SyncUnroller:
         data_transformer: applied to every raw TimeStep before the algorithm sees it.
         metrics: episode metrics fed with raw time steps.
         initial_policy_state: ``fn(batch_size)`` giving the initial rollout state.
+        device: where the policy runs (env tensors are moved there).
+        overwrite_policy_output: store the action the env executed (``env`` built with
+            ``report_executed_action``) instead of the policy's
+            (``TrainerConfig.overwrite_policy_output``).
     """
 
     def __init__(self, env, data_transformer, metrics: EpisodeMetrics,
-                 initial_policy_state: Callable[[int], Any], device: Any = "cpu"):
+                 initial_policy_state: Callable[[int], Any], device: Any = "cpu",
+                 overwrite_policy_output: bool = False):
         self._env = env
+        self._overwrite_policy_output = bool(overwrite_policy_output)
         self._transformer = data_transformer
         self._metrics = metrics
         self._initial_policy_state = initial_policy_state
@@ -45,12 +51,14 @@ class SyncUnroller:
             lambda nest: alf_nest.map_structure(lambda x: x.to(device, non_blocking=True), nest))
 
     @classmethod
-    def for_algorithm(cls, env, algorithm, metric_buffer_size: int = 20) -> "SyncUnroller":
+    def for_algorithm(cls, env, algorithm, metric_buffer_size: int = 20,
+                      overwrite_policy_output: bool = False) -> "SyncUnroller":
         """An unroller stepping ``env`` with ``algorithm``'s transformer, initial rollout
         state and device (episode metrics over the last ``metric_buffer_size`` episodes)."""
         return cls(env, algorithm.data_transformer,
                    EpisodeMetrics(env.batch_size, metric_buffer_size),
-                   algorithm.get_initial_rollout_state, device=algorithm.device)
+                   algorithm.get_initial_rollout_state, device=algorithm.device,
+                   overwrite_policy_output=overwrite_policy_output)
 
     @property
     def env(self):
@@ -139,6 +147,8 @@ class SyncUnroller:
                           else alf_nest.map_structure(torch.Tensor.detach, action))
             if self._to_device is not None:
                 ts = self._to_device(ts)
+            if self._overwrite_policy_output:
+                exps[-1] = exps[-1]._replace(action=executed_action(exps[-1].action, ts))
             pstate = acted.alg_step.state
         # States carried into the next unroll must not hold this unroll's graph.
         self._time_step, self._policy_state, self._transformer_state = ts, detach(pstate), detach(tstate)

@@ -17,6 +17,7 @@ import torch
 from alf import nest as alf_nest
 from alf.data_structures import Experience
 from alf.unrollers.shared_block import carve
+from alf.utils.act_step import executed_action
 
 
 class TrajectorySlots:
@@ -51,6 +52,14 @@ class TrajectorySlots:
         """Copy one step ``[B, ...]`` (a nest like the spec) into ``slot`` at time ``t``."""
         for buf, x in zip(self._leaves, alf_nest.flatten(step)):
             buf[slot, t].copy_(x)
+
+    def overwrite_with_executed_action(self, slot: int, t: int, next_time_step: Any) -> None:
+        """``TrainerConfig.overwrite_policy_output``: the action stored at ``slot``, ``t``
+        becomes what the env executed, as ``next_time_step [B]`` (the env's answer to
+        it) reports (:func:`alf.utils.act_step.executed_action`)."""
+        stored = alf_nest.map_structure(lambda buf: buf[slot, t], self.buffers.action)
+        alf_nest.map_structure(lambda buf, x: buf.copy_(x), stored,
+                               executed_action(stored, next_time_step))
 
     def copy_step(self, src_slot: int, src_t: int, dst_slot: int, dst_t: int) -> None:
         """Copy a written step to another slot/time (the bootstrap step starts the next

@@ -26,6 +26,8 @@ Shapes: every tensor leaf is batch-major, ``[B, ...]``.
 """
 from typing import Any, Callable, NamedTuple, Optional
 
+import torch
+
 from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.utils.tensor_utils import reset_state_if_necessary
@@ -112,6 +114,22 @@ class ActStep:
         if action_override is not None:
             alg_step = alg_step._replace(output=action_override(alg_step))
         return Acted(tts, policy_state if self._stateful else (), alg_step, transformer_state)
+
+
+def executed_action(stored_action: Any, next_time_step: TimeStep) -> Any:
+    """The action to store for a step once the env has run it
+    (``TrainerConfig.overwrite_policy_output``): ``next_time_step.prev_action [B, ...]``,
+    which an env built with ``report_executed_action`` fills with what it executed,
+    except in rows where ``next_time_step`` is ``FIRST`` (the env reset and ignored
+    the action: ``stored_action`` stays). Same nest, dtypes and device as
+    ``stored_action``."""
+    reset = next_time_step.is_first()
+
+    def pick(stored, executed):
+        keep = reset.to(stored.device).reshape((-1,) + (1,) * (stored.dim() - 1))
+        return torch.where(keep, stored, executed.to(stored.device, stored.dtype))
+
+    return alf_nest.map_structure(pick, stored_action, next_time_step.prev_action)
 
 
 def random_actions(action_spec: Any, device: Any = None) -> ActionOverride:
