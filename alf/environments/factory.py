@@ -119,11 +119,19 @@ def create_environment(env_name: str = "CartPole-v1",
         num_threads=None if num_threads is None else int(num_threads))
     if backend == "auto":
         backend = _backends.select_auto_backend(request, spec)
-    _backends.check_backend_request(backend, request)  # options, then optional packages
+    return _build(backend, request, report_executed_action)
+
+
+def _build(backend: str, request: "_backends.EnvRequest",
+           report_executed_action: bool) -> AlfEnvironment:
+    """The env ``backend`` builds for ``request`` (its options and optional packages
+    checked first), reporting executed actions if asked (closed again if that fails)."""
+    _backends.check_backend_request(backend, request)
     try:
         env = _backends.get_backend(backend).builder(request)
     except gym.error.DependencyNotInstalled as e:
-        raise UserError(f"Environment '{env_name}' needs an optional dependency: {e}") from None
+        raise UserError(f"Environment '{request.env_name}' needs an optional dependency: "
+                        f"{e}") from None
     if report_executed_action:
         try:
             env.report_executed_action()
