@@ -93,10 +93,9 @@ def create_environment(env_name: str = "CartPole-v1",
             cap; None: the gin-configured ``ale_vector_env_backend.num_threads``
             / ``envpool_env_backend.num_threads``. Ignored by backends without
             a thread pool.
-        report_executed_action: ``TimeStep.prev_action`` is the action the env
-            executed (clipped to a Box's bounds, or what the env or a wrapper reports
-            as ``info["executed_action"]``) instead of the agent's request; set from
-            ``TrainerConfig.overwrite_policy_output`` by the trainer and env workers.
+        report_executed_action: ``TimeStep.prev_action`` is the action the env executed
+            (clipped to a Box, or the env's ``info["executed_action"]``), not the
+            agent's request (``TrainerConfig.overwrite_policy_output``).
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
