@@ -17,13 +17,16 @@ last checkpoint.
 
 By the time :func:`leave_process` runs, alf has done all of its own cleanup in
 ``finally`` blocks (env workers joined, checkpoints written and fsynced, summary
-writers closed, the process group left), so what finalization would still do is
-only the destruction that can abort. What it must not lose is output: the
-standard streams and the logging handlers are flushed first, and any
-``multiprocessing`` child still running (there should be none; alf reaps its
-own) is stopped instead of orphaned.
+writers closed, the process group left). What must still happen is what a normal
+exit does before finalization: any ``multiprocessing`` child still running (there
+should be none; alf reaps its own) is stopped instead of orphaned, and the
+``atexit`` handlers run: ``multiprocessing``'s unlinks its named semaphores (else
+``/dev/shm/sem.mp-*`` stay behind: seen when ``os._exit`` came first), ``logging``'s
+flushes the handlers. Then the standard streams are flushed. Only the interpreter's
+finalization (module teardown, C++ static destructors), where the abort happens, is
+skipped.
 """
-import logging
+import atexit
 import multiprocessing
 import os
 import sys
@@ -36,16 +39,16 @@ CHILD_GRACE_S = 3.0
 def leave_process(status: int) -> NoReturn:
     """End this rank's process with ``status`` without interpreter finalization.
 
-    Flushes ``sys.stdout``/``sys.stderr`` and every logging handler, stops any
-    ``multiprocessing`` child still alive (SIGTERM, then SIGKILL after
-    :data:`CHILD_GRACE_S`), then calls ``os._exit(status)``."""
+    Stops any ``multiprocessing`` child still alive (SIGTERM, then SIGKILL after
+    :data:`CHILD_GRACE_S`), runs the ``atexit`` handlers, flushes
+    ``sys.stdout``/``sys.stderr``, then calls ``os._exit(status)``."""
     for child in multiprocessing.active_children():
         child.terminate()
         child.join(CHILD_GRACE_S)
         if child.is_alive():
             child.kill()
             child.join()
-    logging.shutdown()  # flushes and closes every handler
+    atexit._run_exitfuncs()  # what exit runs before finalization (semaphores, logging)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

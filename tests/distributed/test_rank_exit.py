@@ -1,7 +1,7 @@
 """A torchrun rank leaves through :func:`alf.distributed.rank_exit.leave_process`:
-the exit status and every line written survive, a leftover child is stopped, and
-interpreter finalization (where torch's C++ destructors can abort a finished rank)
-does not run."""
+the exit status and every line written survive, a leftover child is stopped, the
+``atexit`` handlers run (multiprocessing's unlinks its semaphores), and interpreter
+finalization (where torch's C++ destructors can abort a finished rank) does not."""
 import os
 import subprocess
 import sys
@@ -17,8 +17,15 @@ SCRIPT = textwrap.dedent("""
     def sleep_forever():
         time.sleep(1000)
 
+    class Destroyed:
+        def __del__(self):  # module teardown: interpreter finalization
+            print("DESTROYED", flush=True)
+
     if __name__ == "__main__":
-        atexit.register(lambda: print("FINALIZED", flush=True))
+        keep = Destroyed()
+        atexit.register(lambda: print("AT EXIT", flush=True))
+        lock = multiprocessing.get_context("spawn").Lock()  # a named semaphore
+        print("semaphore", lock._semlock.name)
         child = multiprocessing.get_context("spawn").Process(target=sleep_forever)
         child.start()
         print("child", child.pid)
@@ -39,10 +46,12 @@ def test_leave_process_keeps_output_and_status_stops_children_skips_finalization
                           env=env, timeout=60)
     assert done.returncode == 3, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[-1] == "line 1999" and len(lines) == 2001
-    assert "FINALIZED" not in done.stdout
+    assert lines[-2:] == ["line 1999", "AT EXIT"] and len(lines) == 2003
+    assert "DESTROYED" not in done.stdout
     assert "INFO:rank:logged line" in done.stderr
-    child = int(lines[0].split()[1])
+    semaphore = lines[0].split()[1]
+    assert not os.path.exists("/dev/shm/sem." + semaphore.lstrip("/")), "semaphore left"
+    child = int(lines[1].split()[1])
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
         time.sleep(0.05)  # reaped by leave_process; /proc entry goes at once
