@@ -61,6 +61,9 @@ class ActorCriticAlgorithm(RLAlgorithm):
 
     on_policy = True
     trains_on_behaviour_log_probs = True
+    #: a vector ``reward_spec [k]`` gets one value per column (alf/algorithms/
+    #: reward_columns.py): PPO, APPO and IMPALA; A2C's loss takes a scalar reward
+    supports_reward_columns = False
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,
@@ -74,8 +77,11 @@ class ActorCriticAlgorithm(RLAlgorithm):
             encoder = encoding_network_ctor(input_spec=observation_spec)
             head_input_spec = check_feature_encoder(name, encoder)
         actor_network = actor_network_ctor(input_spec=head_input_spec, action_spec=action_spec)
+        columns = _reward_columns(name, reward_spec, self.supports_reward_columns)
+        value_kwargs = {} if columns is None else {"output_size": columns}
         # is_eval: predict_step reads the encoder and the actor only (docs/design/eval_builds.md)
-        value_network = None if is_eval else value_network_ctor(input_spec=head_input_spec)
+        value_network = None if is_eval else value_network_ctor(input_spec=head_input_spec,
+                                                                **value_kwargs)
         state_spec = ActorCriticState(actor=actor_network.state_spec,
                                       value=() if is_eval else value_network.state_spec)
         super().__init__(observation_spec, action_spec, reward_spec, context=context,
@@ -129,3 +135,16 @@ class ActorCriticAlgorithm(RLAlgorithm):
 
     def calc_loss(self, info: ActorCriticInfo) -> LossInfo:
         return self._loss(info)
+
+
+def _reward_columns(name: str, reward_spec: Any, supported: bool) -> Optional[int]:
+    """``k`` for a vector ``reward_spec [k]`` (one value per column), None for a scalar."""
+    shape = tuple(getattr(reward_spec, "shape", ()))
+    if shape == ():
+        return None
+    if len(shape) != 1 or not supported:
+        raise ConfigError(f"{name}: reward_spec {reward_spec!r} is not supported: "
+                          + ("one value per reward column needs a vector reward [k]"
+                             if supported else "it learns from a scalar reward (PPOAlgorithm, "
+                             "APPOAlgorithm and ImpalaAlgorithm take reward columns)"))
+    return int(shape[0])

@@ -11,8 +11,10 @@
 
 What the RL algorithm sees: the observation as the representation learner encodes it
 (when there is one; acting and training alike), and the env's reward replaced by the
-weighted sum of the
-extrinsic reward and each module's intrinsic reward, computed on the learner from the
+reward columns ``[B, T, k]`` (the extrinsic reward, then each module's intrinsic
+reward) for PPO, APPO and IMPALA, which learn one value per column and follow the
+weighted sum of the columns' advantages (``alf/algorithms/reward_columns.py``), or by
+their weighted sum for the other algorithms; rewards are computed on the learner from the
 stored observations when a batch is trained on (``preprocess_experience``: every
 replay regime, async batches, offline and hybrid batches pass through it); nothing
 else changes for it, and nothing extra is stored or sent to actors (reward modules
@@ -29,9 +31,10 @@ and the representation learner's optimizer steps it on the sum of both. The Agen
 algorithm's training regime (on-policy, whole buffer, ...), specs and states, so the
 Learner, unrollers, learner thread and torchrun treat it as that algorithm.
 
-Not built yet (docs/design/agent.md): recurrent representation learners, per-column values for
-actor-critic algorithms (the RL algorithm sees the weighted sum), and reward modules for algorithms that train through the rollout's graph
-(A2C, REINFORCE: refused with one error, as are representation learners for them).
+Not built yet (docs/design/agent.md): recurrent representation learners, an env's own
+vector reward (the env's reward must be a scalar), and reward modules for algorithms
+that train through the rollout's graph (A2C, REINFORCE: refused with one error, as are
+representation learners for them).
 """
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -77,6 +80,11 @@ class Agent(RLAlgorithm):
         encoder_trained_by_rl: with a representation learner: whether the RL loss's
             gradient also trains the encoder (shared), or only the learner's own loss
             does (separate).
+        value_per_reward_column: with reward modules: whether the RL algorithm learns
+            one value per reward column, each with its module's ``gamma`` and
+            ``episodic`` setting, and follows ``sum_i w_i A_i`` (docs/design/agent.md,
+            decision 3), or sees the weighted sum as its reward. None: per column where
+            the RL algorithm supports it (PPO, APPO, IMPALA), else the sum.
         name: used in summary tags.
     """
 
@@ -88,6 +96,7 @@ class Agent(RLAlgorithm):
                  representation_learner_cls: Optional[
                      Callable[..., RepresentationLearner]] = None,
                  encoder_trained_by_rl: bool = True,
+                 value_per_reward_column: Optional[bool] = None,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "Agent"):
         if not (isinstance(reward_spec, TensorSpec) and reward_spec.shape == ()):
@@ -104,8 +113,10 @@ class Agent(RLAlgorithm):
                     "not a RepresentationLearner (alf.algorithms.representation_learner)")
             rl_observation_spec = representation.output_spec
             context = representation.context
+        per_column = _per_column(rl_algorithm_cls, value_per_reward_column, reward_modules)
+        rl_reward_spec = TensorSpec((1 + len(reward_modules),)) if per_column else reward_spec
         rl = rl_algorithm_cls(observation_spec=rl_observation_spec, action_spec=action_spec,
-                              reward_spec=reward_spec, context=context)
+                              reward_spec=rl_reward_spec, context=context)
         modules = [ctor(observation_spec=observation_spec, action_spec=action_spec,
                         context=rl.context) for ctor in reward_modules]
         for m in modules:
@@ -136,6 +147,10 @@ class Agent(RLAlgorithm):
                          predict_state_spec=rl.predict_state_spec,
                          debug_summaries=debug_summaries, name=name)
         self._rl = rl
+        self._per_column = per_column
+        if per_column:  # the extrinsic column: the RL algorithm's gamma, episodic
+            rl.reward_columns.configure(gammas=[None] + [m.gamma for m in modules],
+                                        episodic=[True] + [m.episodic for m in modules])
         self._representation = representation
         self._encoder_trained_by_rl = bool(encoder_trained_by_rl)
         self._reward_modules = torch.nn.ModuleList(modules)
@@ -227,8 +242,9 @@ class Agent(RLAlgorithm):
         algorithm's preprocessing may keep a prefix of the time axis (PPO, APPO and
         IMPALA drop the bootstrap step), nothing else."""
         if self._reward_modules:
+            compose = self._reward_columns if self._per_column else self._composed_reward
             experience = experience._replace(time_step=experience.time_step._replace(
-                reward=self._composed_reward(experience.time_step)))
+                reward=compose(experience.time_step)))
         if self._representation is None:
             return self._rl.preprocess_experience(experience)
         raw = experience.time_step.observation
@@ -258,30 +274,48 @@ class Agent(RLAlgorithm):
         valid = flat(ts.step_type[:, 1:] != StepType.FIRST)
         return prev_obs, prev_action, obs, valid
 
-    def _composed_reward(self, ts: TimeStep) -> torch.Tensor:
-        """``[B, T]`` weighted sum of the extrinsic reward and each module's."""
-        B, T = ts.step_type.shape[:2]
-        extrinsic = ts.reward
-        w = self._current_reward_weights().to(extrinsic.dtype)
-        summarize = self._context.should_summarize()
-        if summarize:
+    def _weights_for_batch(self) -> torch.Tensor:
+        """The reward weights ``[k]`` for this batch (schedules applied), summarised."""
+        w = self._current_reward_weights()
+        if self._context.should_summarize():
             for name, weight in zip(self.reward_column_names, w.tolist()):
                 self._context.add_iteration_scalar(f"Reward/{name}/weight", weight,
                                                    reduce="last")
-        total = w[0] * extrinsic
+        return w
+
+    def _intrinsic_rewards(self, ts: TimeStep) -> List[torch.Tensor]:
+        """Each module's reward ``[B, T]`` (0 at a sequence's first step, which has no
+        predecessor, and at an episode's first step), its mean summarised."""
+        B, T = ts.step_type.shape[:2]
         if T < 2:
-            return total
+            return [torch.zeros_like(ts.reward) for _ in self._reward_modules]
         prev_obs, prev_action, obs, valid = self._transitions(ts)
-        for i, module in enumerate(self._reward_modules):
+        summarize = self._context.should_summarize()
+        out = []
+        for module in self._reward_modules:
             with torch.no_grad():
-                r = module.reward(prev_obs, prev_action, obs).to(extrinsic.dtype)
+                r = module.reward(prev_obs, prev_action, obs).to(ts.reward.dtype)
             r = (r * valid).reshape(B, T - 1)
-            total[:, 1:] += w[i + 1] * r
+            out.append(torch.cat([torch.zeros_like(r[:, :1]), r], dim=1))
             if summarize:
                 self._context.add_iteration_scalar(
                     f"Reward/{module.name}/mean",
                     float(r.sum() / valid.sum().clamp(min=1)), reduce="last")
+        return out
+
+    def _composed_reward(self, ts: TimeStep) -> torch.Tensor:
+        """``[B, T]`` weighted sum of the extrinsic reward and each module's."""
+        w = self._weights_for_batch().to(ts.reward.dtype)
+        total = w[0] * ts.reward
+        for i, r in enumerate(self._intrinsic_rewards(ts)):
+            total[:, 1:] += w[i + 1] * r[:, 1:]
         return total
+
+    def _reward_columns(self, ts: TimeStep) -> torch.Tensor:
+        """``[B, T, k]``: the extrinsic reward, then each module's (unweighted: the RL
+        algorithm weights the columns' advantages); its weights are set for the batch."""
+        self._rl.reward_columns.set_weights(self._weights_for_batch())
+        return torch.stack([ts.reward] + self._intrinsic_rewards(ts), dim=-1)
 
     def train_from_unroll(self, experience: Experience) -> LossInfo:
         """On-policy (A2C, REINFORCE; no reward modules): the RL algorithm's own update
@@ -365,6 +399,18 @@ class Agent(RLAlgorithm):
     def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
                         step: Optional[int] = None) -> None:
         self._rl.summarize_train(experience, info, loss_info, step)
+
+
+def _per_column(rl_algorithm_cls: Any, requested: Optional[bool],
+                reward_modules: Sequence[Any]) -> bool:
+    """Whether the RL algorithm gets the reward columns (``value_per_reward_column``)."""
+    supported = bool(getattr(rl_algorithm_cls, "supports_reward_columns", False))
+    if requested and not supported:
+        name = getattr(rl_algorithm_cls, "__name__", repr(rl_algorithm_cls))
+        raise ConfigError(f"Agent.value_per_reward_column=True: {name} learns from a scalar "
+                          "reward; PPOAlgorithm, APPOAlgorithm and ImpalaAlgorithm learn one "
+                          "value per column (or leave it unset: the weighted sum)")
+    return bool(reward_modules) and supported and requested is not False
 
 
 def _encoded(experience: Experience, representation: RepresentationLearner) -> Experience:

@@ -101,7 +101,8 @@ class APPOAlgorithm(PPOAlgorithm):
 
     def current_log_prob_and_value(self, experience: Experience) -> Tuple[torch.Tensor,
                                                                            torch.Tensor]:
-        """``log pi(a_t | x_t)`` and ``V(x_t)``, both ``[B, T]``, of a ``[B, T]`` experience
+        """``log pi(a_t | x_t)`` and ``V(x_t)``, both ``[B, T]`` (``V`` ``[B, T, k]`` with
+        reward columns), of a ``[B, T]`` experience
         under the current parameters, without gradient.
 
         Stateless networks: one forward pass over the ``B * T`` flattened steps.
@@ -118,7 +119,7 @@ class APPOAlgorithm(PPOAlgorithm):
                                               self.get_initial_train_state(B * T))
                 log_prob = dist_utils.compute_log_probability(
                     dist, alf_nest.map_structure(flat, action))
-                return log_prob.reshape(B, T), value.reshape(B, T)
+                return log_prob.reshape(B, T), value.reshape((B, T) + tuple(value.shape[1:]))
             init = self.get_initial_train_state(B)
             state = alf_nest.map_structure(lambda s: s[:, 0], experience.state)
             log_probs, values = [], []
@@ -139,16 +140,23 @@ class APPOAlgorithm(PPOAlgorithm):
         ts, info = experience.time_step, experience.rollout_info
         log_pi, value = self.current_log_prob_and_value(experience)
         log_rhos = log_pi - info.log_prob
-        vt = value_ops.vtrace(rewards=ts.reward, values=value, step_types=ts.step_type,
-                              discounts=ts.discount, log_rhos=log_rhos, gamma=self._gamma,
+        step_types, discounts, gamma = ts.step_type, ts.discount, self._gamma
+        if self.reward_columns is not None:  # [B, T, k]: per column (reward_columns.py)
+            step_types, discounts = self.reward_columns.per_column(step_types, discounts)
+            gamma = self.reward_columns.gammas.to(value.dtype)
+        vt = value_ops.vtrace(rewards=ts.reward, values=value, step_types=step_types,
+                              discounts=discounts, log_rhos=log_rhos, gamma=gamma,
                               td_lambda=self._vtrace_lambda,
                               clip_rho_threshold=self._clip_rho,
                               clip_c_threshold=self._clip_c,
                               clip_pg_rho_threshold=self._clip_pg_rho,
-                              time_major=False)  # [B, T-1]
+                              time_major=False)  # [B, T-1] ([B, T-1, k])
+        advantages = vt.pg_advantages
+        if self.reward_columns is not None:
+            advantages = self.reward_columns.combine(advantages)
         if self._context.should_summarize():
             for key, v in vtrace_statistics(log_rhos, ts.step_type, self._clip_rho).items():
                 self._context.add_scalar(f"VTrace/{self._name}/{key}", v)
         exp = alf_nest.map_structure(lambda x: x[:, :-1], experience)
         return exp._replace(rollout_info=exp.rollout_info._replace(
-            value=value[:, :-1], advantages=vt.pg_advantages, returns=vt.vs))
+            value=value[:, :-1], advantages=advantages, returns=vt.vs))

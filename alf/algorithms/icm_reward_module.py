@@ -46,6 +46,8 @@ class ICMRewardModule(RewardModule):
         beta: weight of the forward loss against the inverse loss (the paper's 0.2).
         reward_scale: the paper's ``eta``.
         normalize_reward: divide the bonus by its running standard deviation.
+        gamma, episodic: see :class:`RewardModule` (default: the RL algorithm's discount,
+            episodic).
     """
 
     uses_previous_step = True
@@ -56,9 +58,11 @@ class ICMRewardModule(RewardModule):
                  feature_size: int = 64, hidden_size: int = 64, beta: float = 0.2,
                  reward_scale: float = 1.0, normalize_reward: bool = False,
                  optimizer: Optional[OptimizerFactory] = None,
+                 gamma: Optional[float] = None, episodic: bool = True,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "ICMRewardModule"):
-        super().__init__(observation_spec, action_spec, optimizer=optimizer, context=context,
+        super().__init__(observation_spec, action_spec, optimizer=optimizer, gamma=gamma,
+                         episodic=episodic, context=context,
                          debug_summaries=debug_summaries, name=name)
         if not isinstance(observation_spec, TensorSpec):
             raise ConfigError(f"{name}: the observation must be one tensor, got "

@@ -58,7 +58,8 @@ class ImpalaLoss:
 
     def __call__(self, info, progress: float = 0.0, with_summaries: bool = True) -> LossInfo:
         """``info`` fields ``[T, B]``: step_type, log_prob (with gradient), value (with
-        gradient), advantages, returns, entropy (``()`` allowed when its weight is 0).
+        gradient), advantages, returns, entropy (``()`` allowed when its weight is 0);
+        value and returns ``[T, B, k]`` with reward columns (their value losses summed).
         ``progress`` is unused (same call as :class:`PPOLoss`). LAST steps are masked."""
         valid = (info.step_type != StepType.LAST).to(info.advantages.dtype)
         adv = info.advantages
@@ -69,6 +70,8 @@ class ImpalaLoss:
             adv = (adv - mean) / (var.sqrt() + 1e-8)
         pg_loss = -adv.detach() * info.log_prob
         td_loss = 0.5 * self.td_error_loss_fn(info.returns.detach(), info.value)
+        if td_loss.dim() > pg_loss.dim():  # one value per reward column [T, B, k]: their sum
+            td_loss = td_loss.sum(-1)
         loss = pg_loss + self.td_loss_weight * td_loss
         has_entropy = isinstance(info.entropy, torch.Tensor)
         neg_entropy = -info.entropy if has_entropy else torch.zeros_like(loss)

@@ -11,6 +11,7 @@ import alf
 from alf import nest as alf_nest
 from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm, ActorCriticState
 from alf.algorithms.ppo_loss import PPOLoss
+from alf.algorithms.reward_columns import RewardColumns
 from alf.config_ranges import Discount, UnitInterval
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.example_catalog import configured_env_name, suggest_examples
@@ -63,6 +64,7 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     #: False: the advantages assume fresh samples; subclasses with an off-policy
     #: correction (APPO, IMPALA) set it to True.
     supports_async_unroll = False
+    supports_reward_columns = True
 
     def __init__(self, observation_spec: Any, action_spec: Any, reward_spec: Any = TensorSpec(()),
                  actor_network_ctor: Callable = ActorDistributionNetwork,
@@ -81,6 +83,9 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                          debug_summaries=debug_summaries, name=name, is_eval=is_eval)
         self._gamma = gamma
         self._gae_lambda = gae_lambda
+        shape = tuple(getattr(reward_spec, "shape", ()))
+        # reward_spec [k]: one value per column (reward_columns.py); None for a scalar
+        self.reward_columns = RewardColumns(shape[0], gamma) if shape else None
 
     def check_training_config(self, config: Any) -> None:
         """PPO's advantages are computed over each whole unroll, from fresh samples."""
@@ -110,11 +115,17 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         """``[B, T]`` buffer -> ``[B, T-1]`` with GAE advantages and returns filled in."""
         ts, info = experience.time_step, experience.rollout_info
         value_t = info.value.transpose(0, 1)
+        step_types, discounts, gamma = ts.step_type, ts.discount, self._gamma
+        if self.reward_columns is not None:  # [B, T, k]: per column (reward_columns.py)
+            step_types, discounts = self.reward_columns.per_column(step_types, discounts)
+            gamma = self.reward_columns.gammas.to(value_t.dtype)
         adv = value_ops.generalized_advantage_estimation(
             rewards=ts.reward.transpose(0, 1), values=value_t,
-            step_types=ts.step_type.transpose(0, 1), discounts=ts.discount.transpose(0, 1),
-            gamma=self._gamma, td_lambda=self._gae_lambda)  # [T-1, B]
+            step_types=step_types.transpose(0, 1), discounts=discounts.transpose(0, 1),
+            gamma=gamma, td_lambda=self._gae_lambda)  # [T-1, B] ([T-1, B, k])
         returns = adv + value_t[:-1]
+        if self.reward_columns is not None:
+            adv = self.reward_columns.combine(adv)
         exp = alf_nest.map_structure(lambda x: x[:, :-1], experience)
         return exp._replace(rollout_info=exp.rollout_info._replace(
             advantages=adv.transpose(0, 1), returns=returns.transpose(0, 1)))

@@ -45,7 +45,9 @@ class PPOLoss:
 
     def __call__(self, info, progress: float, with_summaries: bool = True) -> LossInfo:
         """``info`` fields ``[T, B]``: step_type, log_prob, old_log_prob, value, old_value,
-        advantages, returns, entropy (``()`` allowed when ``entropy_regularization`` is 0).
+        advantages, returns, entropy (``()`` allowed when ``entropy_regularization`` is 0);
+        value, old_value and returns are ``[T, B, k]`` with reward columns (the value
+        losses of the columns are summed).
         ``with_summaries=False`` skips the diagnostic statistics in ``LossInfo.extra``
         (they cost ~10% of a small network's update)."""
         valid = (info.step_type != StepType.LAST).to(info.advantages.dtype)
@@ -65,6 +67,8 @@ class PPOLoss:
             clipped = info.old_value + (info.value - info.old_value).clamp(
                 -self.value_clipping, self.value_clipping)
             td_loss = torch.max(td_loss, self.td_error_loss_fn(info.returns, clipped))
+        if td_loss.dim() > pg_loss.dim():  # one value per reward column [T, B, k]: their sum
+            td_loss = td_loss.sum(-1)
         loss = pg_loss + self.td_loss_weight * td_loss
         has_entropy = isinstance(info.entropy, torch.Tensor)
         neg_entropy = -info.entropy if has_entropy else torch.zeros_like(loss)

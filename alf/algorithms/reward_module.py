@@ -36,6 +36,10 @@ class RewardModule(Algorithm):
         action_spec: the env's action spec.
         optimizer: optimizer factory for the module's parameters (each part of an Agent
             trains with its own).
+        gamma: the discount factor of this reward's column where the RL algorithm learns
+            one value per column (PPO, APPO, IMPALA); None: the RL algorithm's own.
+        episodic: whether this reward's return ends with the episode (False: it flows
+            on into the next one, as RND's intrinsic return does).
         context, debug_summaries, name: see :class:`Algorithm`.
     """
 
@@ -43,6 +47,7 @@ class RewardModule(Algorithm):
 
     def __init__(self, observation_spec: Any, action_spec: Any,
                  optimizer: Optional[OptimizerFactory] = None,
+                 gamma: Optional[float] = None, episodic: bool = True,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "RewardModule"):
         if optimizer is None:
@@ -51,6 +56,11 @@ class RewardModule(Algorithm):
                               "`rnd/alf.optimizers.Adam.lr = 1e-4`")
         super().__init__(optimizer=optimizer, context=context,
                          debug_summaries=debug_summaries, name=name)
+        if gamma is not None and not 0.0 <= gamma <= 1.0:
+            raise ConfigError(f"{name}.gamma = {gamma} is out of range: it must be in [0, 1] "
+                              "(or None: the RL algorithm's)")
+        self.gamma = None if gamma is None else float(gamma)
+        self.episodic = bool(episodic)
         self._observation_spec = observation_spec
         self._action_spec = action_spec
         self._reward_stats: Optional[RunningMeanVar] = None  # see normalize_reward_by_std

@@ -40,6 +40,9 @@ class RNDRewardModule(RewardModule):
             variance and clip to [-5, 5] (the paper's setting; images are scaled to
             [0, 1] by the networks instead).
         normalize_reward: divide the bonus by its running standard deviation.
+        gamma, episodic: the intrinsic column's discount and episodic flag where the RL
+            algorithm learns a value per column: the paper's 0.99, non-episodic
+            (sec. 2.3: the intrinsic return flows across episode ends).
     """
 
     uses_previous_step = False
@@ -50,9 +53,11 @@ class RNDRewardModule(RewardModule):
                  feature_size: int = 64, normalize_observations: bool = True,
                  normalize_reward: bool = True,
                  optimizer: Optional[OptimizerFactory] = None,
+                 gamma: Optional[float] = 0.99, episodic: bool = False,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "RNDRewardModule"):
-        super().__init__(observation_spec, action_spec, optimizer=optimizer, context=context,
+        super().__init__(observation_spec, action_spec, optimizer=optimizer, gamma=gamma,
+                         episodic=episodic, context=context,
                          debug_summaries=debug_summaries, name=name)
         if not isinstance(observation_spec, TensorSpec):
             raise ConfigError(f"{name}: the observation must be one tensor (a vector, or an "

@@ -18,7 +18,8 @@ Nest = Any
 
 @alf.configurable
 class ValueNetwork(Network):
-    """Observation ``[B, ...]`` -> (value ``[B]``, ``()``). Outer dims beyond ``[B]`` are kept.
+    """Observation ``[B, ...]`` -> (value ``[B]``, ``()``), or ``[B, k]`` with
+    ``output_size=k`` (one value per reward column). Outer dims beyond ``[B]`` are kept.
 
     On a shared encoder's features (``input_spec=TensorSpec((F,))``) with
     ``fc_layer_params=()`` this is a linear value head: one ``Linear(F, 1)``
@@ -31,6 +32,7 @@ class ValueNetwork(Network):
                  activation: Callable[[torch.Tensor], torch.Tensor] = torch.tanh,
                  conv_layer_params: Optional[Sequence[tuple]] = None,
                  use_orthogonal_init: bool = True,
+                 output_size: Optional[int] = None,
                  name: str = "ValueNetwork"):
         """
         Args:
@@ -39,23 +41,28 @@ class ValueNetwork(Network):
             activation: activation of the hidden layers.
             conv_layer_params: ``(channels, kernel, stride[, padding])`` per conv layer.
             use_orthogonal_init: orthogonal init (hidden gain sqrt(2), output gain 1).
+            output_size: None: one value ``[B]``; ``k``: one per reward column ``[B, k]``
+                (an actor-critic algorithm's ``reward_spec [k]``).
             name: name of the network.
         """
         super().__init__(input_spec, name=name)
         self._encoder = EncodingNetwork(
             input_spec, conv_layer_params=conv_layer_params, fc_layer_params=fc_layer_params,
-            activation=activation, last_layer_size=1, last_kernel_initializer_gain=VALUE_GAIN,
+            activation=activation, last_layer_size=output_size or 1,
+            last_kernel_initializer_gain=VALUE_GAIN,
             use_orthogonal_init=use_orthogonal_init, name=name + ".encoder")
-        self._output_spec = TensorSpec(())
+        self._columns = output_size is not None
+        self._output_spec = TensorSpec((output_size,)) if self._columns else TensorSpec(())
 
     def forward(self, inputs: Nest, state: Nest = ()) -> Tuple[torch.Tensor, Nest]:
         value, _ = self._encoder(inputs)
-        return value.squeeze(-1), state
+        return (value if self._columns else value.squeeze(-1)), state
 
 
 @alf.configurable
 class ValueRNNNetwork(Network):
-    """Observation ``[B, ...]`` + LSTM state -> (value ``[B]``, new state).
+    """Observation ``[B, ...]`` + LSTM state -> (value ``[B]``, or ``[B, k]`` with
+    ``output_size=k``; new state).
 
     The caller resets the state at episode starts (``StepType.FIRST``).
     """
@@ -68,6 +75,7 @@ class ValueRNNNetwork(Network):
                  activation: Callable[[torch.Tensor], torch.Tensor] = torch.tanh,
                  conv_layer_params: Optional[Sequence[tuple]] = None,
                  use_orthogonal_init: bool = True,
+                 output_size: Optional[int] = None,
                  name: str = "ValueRNNNetwork"):
         """
         Args:
@@ -78,6 +86,7 @@ class ValueRNNNetwork(Network):
             activation: activation of the conv and fc layers.
             conv_layer_params: ``(channels, kernel, stride[, padding])`` per conv layer.
             use_orthogonal_init: orthogonal init of the encoder, LSTM and output layer.
+            output_size: None: one value ``[B]``; ``k``: one per reward column ``[B, k]``.
             name: name of the network.
         """
         encoder = LSTMEncodingNetwork(
@@ -87,11 +96,13 @@ class ValueRNNNetwork(Network):
             name=name + ".encoder")
         super().__init__(input_spec, encoder.state_spec, name=name)
         self._encoder = encoder
-        self._value_layer = nn.Linear(encoder.output_size, 1)
+        self._value_layer = nn.Linear(encoder.output_size, output_size or 1)
         if use_orthogonal_init:
             orthogonal_init_(self._value_layer, VALUE_GAIN)
-        self._output_spec = TensorSpec(())
+        self._columns = output_size is not None
+        self._output_spec = TensorSpec((output_size,)) if self._columns else TensorSpec(())
 
     def forward(self, inputs: Nest, state: Nest = ()) -> Tuple[torch.Tensor, Nest]:
         x, state = self._encoder(inputs, state)
-        return self._value_layer(x).squeeze(-1), state
+        value = self._value_layer(x)
+        return (value if self._columns else value.squeeze(-1)), state
