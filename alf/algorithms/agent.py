@@ -31,12 +31,15 @@ and the representation learner's optimizer steps it on the sum of both. The Agen
 algorithm's training regime (on-policy, whole buffer, ...), specs and states, so the
 Learner, unrollers, learner thread and torchrun treat it as that algorithm.
 
-Not built yet (docs/design/agent.md): recurrent representation learners, an env's own
-vector reward (the env's reward must be a scalar), and reward modules for algorithms
-that train through the rollout's graph (A2C, REINFORCE: refused with one error, as are
-representation learners for them).
+On-policy algorithms that train through the rollout's graph (A2C): the reward is
+composed while acting (the previous observation rides in the rollout state), the
+encoder runs inside that graph, and the parts train on the unroll's transitions
+after the RL update.
+
+Not built yet (docs/design/agent.md): recurrent representation learners and an env's
+own vector reward (the env's reward must be a scalar).
 """
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -55,6 +58,14 @@ from alf.utils.schedules import ConstantSchedule, ScheduleLike, as_schedule
 #: what the Agent takes over from its RL algorithm (read by the Learner and the Trainer)
 _REGIME = ("on_policy", "whole_replay_buffer_training", "clear_replay_buffer",
            "replay_sample_blocks", "learner_class", "trains_on_behaviour_log_probs")
+
+
+class OnPolicyAgentState(NamedTuple):
+    """The rollout state of an Agent around an on-policy algorithm with reward modules:
+    the RL algorithm's, and the observation ``[B, ...]`` of the previous step (the
+    modules' transition ``prev_observation -> observation``)."""
+    rl: Any = ()
+    prev_observation: Any = ()
 
 
 @alf.configurable
@@ -123,13 +134,6 @@ class Agent(RLAlgorithm):
             if not isinstance(m, RewardModule):
                 raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
                                   "RewardModule (alf.algorithms.reward_module)")
-        if rl.on_policy and (modules or representation is not None):
-            raise ConfigError(
-                f"Agent: {type(rl).__name__} trains through its rollout's autograd graph, "
-                "which reward modules and representation learners, trained on stored "
-                "experience, cannot enter; use an "
-                "algorithm that trains on stored experience (PPOAlgorithm, APPOAlgorithm, "
-                "SacAlgorithm, ...)")
         weights = [1.0] * (1 + len(modules)) if reward_weights is None else \
             list(reward_weights)
         if len(weights) != 1 + len(modules):
@@ -141,9 +145,13 @@ class Agent(RLAlgorithm):
         except TypeError:
             raise ConfigError(f"Agent.reward_weights = {weights!r}: each must be a number or "
                               "a schedule (e.g. @LinearSchedule())") from None
+        # on-policy (A2C): rewards are composed while acting, from the previous observation
+        self._rewards_in_rollout = bool(rl.on_policy and modules)
+        rollout_state_spec = (OnPolicyAgentState(rl.rollout_state_spec, observation_spec)
+                              if self._rewards_in_rollout else rl.rollout_state_spec)
         super().__init__(observation_spec, action_spec, reward_spec, context=rl.context,
                          train_state_spec=rl.train_state_spec,
-                         rollout_state_spec=rl.rollout_state_spec,
+                         rollout_state_spec=rollout_state_spec,
                          predict_state_spec=rl.predict_state_spec,
                          debug_summaries=debug_summaries, name=name)
         self._rl = rl
@@ -231,7 +239,30 @@ class Agent(RLAlgorithm):
         return self._rl.predict_step(self._represented(time_step), state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        return self._rl.rollout_step(self._represented(time_step), state)
+        if not self._rewards_in_rollout:
+            return self._rl.rollout_step(self._represented(time_step), state)
+        # on-policy with reward modules: the RL algorithm acts on (and its loss trains
+        # through) the composed reward of this step's transition
+        reward = self._step_reward(time_step, state.prev_observation)
+        step = self._rl.rollout_step(self._represented(time_step._replace(reward=reward)),
+                                     state.rl)
+        return step._replace(state=OnPolicyAgentState(step.state, time_step.observation))
+
+    def _step_reward(self, ts: TimeStep, prev_observation: Any) -> torch.Tensor:
+        """``[B]``: the weighted sum of the extrinsic reward and each module's reward of
+        ``prev_observation -> ts.observation`` (0 at an episode's first step)."""
+        w = self._weights_for_batch().to(ts.reward.dtype)
+        total = w[0] * ts.reward
+        valid = ts.step_type != StepType.FIRST
+        for i, module in enumerate(self._reward_modules):
+            with torch.no_grad():
+                r = module.reward(prev_observation, ts.prev_action, ts.observation)
+            r = r.to(ts.reward.dtype) * valid
+            total = total + w[i + 1] * r
+            if self._context.should_summarize():
+                self._context.add_iteration_scalar(
+                    f"Reward/{module.name}/mean", float(r.sum() / valid.sum().clamp(min=1)))
+        return total
 
     # --------------------------------------------------------- training
     def preprocess_experience(self, experience: Experience) -> Experience:
@@ -318,9 +349,22 @@ class Agent(RLAlgorithm):
         return torch.stack([ts.reward] + self._intrinsic_rewards(ts), dim=-1)
 
     def train_from_unroll(self, experience: Experience) -> LossInfo:
-        """On-policy (A2C, REINFORCE; no reward modules): the RL algorithm's own update
-        from the fresh unroll ``[T, B]``."""
-        return self._rl.train_from_unroll(experience)
+        """On-policy (A2C, REINFORCE): the RL algorithm's own update from the fresh unroll
+        ``[T, B]`` (its rewards composed while acting, its graph through a shared
+        encoder), then the representation learner's and each reward module's on the
+        unroll's transitions."""
+        if self._representation is not None and self._encoder_trained_by_rl:
+            self._representation.clear_grads()  # the RL backward adds this unroll's
+        loss_info = self._rl.train_from_unroll(experience)
+        if self._representation is not None or self._reward_modules:
+            batch_major = alf_nest.map_structure(lambda x: x.transpose(0, 1), experience)
+            batch_major = batch_major._replace(time_step=batch_major.time_step._replace(
+                observation=alf_nest.map_structure(lambda x: x.detach(),
+                                                   batch_major.time_step.observation)))
+            if self._representation is not None:
+                self._update_representation(batch_major)
+            self._update_reward_modules(batch_major)
+        return loss_info
 
     def train_on_batch(self, experience: Experience) -> Tuple[LossInfo, Any]:
         """The RL algorithm's gradient step on ``experience [B, L]`` (observations
@@ -332,6 +376,11 @@ class Agent(RLAlgorithm):
         else:
             loss_info, info = self._train_rl_on_features(experience)
             self._update_representation(experience)
+        self._update_reward_modules(experience)
+        return loss_info, info
+
+    def _update_reward_modules(self, experience: Experience) -> None:
+        """Each reward module's step on the transitions of ``experience [B, L]``."""
         if self._reward_modules and experience.time_step.step_type.shape[1] >= 2:
             prev_obs, prev_action, obs, valid = self._transitions(experience.time_step)
             for module in self._reward_modules:
@@ -341,7 +390,6 @@ class Agent(RLAlgorithm):
                                                        module_loss.loss)
         elif self._reward_modules:
             self._update_on_single_steps(experience)
-        return loss_info, info
 
     def _train_rl_on_features(self, experience: Experience) -> Tuple[LossInfo, Any]:
         """The RL algorithm's step on the encoded batch. Shared: the encoder's gradients

@@ -176,11 +176,8 @@ def test_reward_is_the_weighted_sum_and_weights_change_during_a_run(clean_gin):
 
 
 def test_bad_compositions_are_one_error_each(clean_gin):
-    from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm
     with pytest.raises(ConfigError, match="reward_weights has 3 values; it needs 2"):
         Agent(OBS, ACTION, reward_modules=[_Constant], reward_weights=[1, 1, 1])
-    with pytest.raises(ConfigError, match="trains through its rollout's autograd graph"):
-        Agent(OBS, ACTION, rl_algorithm_cls=ActorCriticAlgorithm, reward_modules=[_Constant])
     with pytest.raises(ConfigError, match="set RNDRewardModule.optimizer"):
         RNDRewardModule(OBS, ACTION)
     with pytest.raises(ConfigError, match="reward must be a scalar"):
@@ -244,3 +241,33 @@ def test_a_scheduled_weight_is_summarised_and_moves_in_a_run(make_trainer, alf_c
     values = [v for _, v in rnd]
     assert values == sorted(values, reverse=True) and values[0] > values[-1]
     assert trainer.algorithm.reward_weights[1].item() == values[-1]
+
+
+def test_a2c_with_rnd_composes_the_reward_while_acting_and_trains_the_module(
+        make_trainer, alf_cli, tmp_path):
+    """On-policy through the rollout's graph: the reward A2C's loss sees is the weighted
+    sum, composed in rollout_step from the previous observation (carried in the rollout
+    state); RND trains on the unroll's transitions after A2C's update."""
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_A2C + RND.replace(
+        "PPOAlgorithm", "ActorCriticAlgorithm"), ["TrainerConfig.summary_interval=1"])
+    agent = trainer.algorithm
+    seen = []
+    train = agent.rl_algorithm.train_from_unroll
+
+    def spy(experience):
+        seen.append((experience.time_step.reward.clone(),
+                     experience.rollout_info.reward.detach().clone(),
+                     experience.time_step.step_type.clone()))
+        return train(experience)
+
+    agent.rl_algorithm.train_from_unroll = spy
+    trainer.run()
+    assert seen and trainer.context.num_updates == len(seen)
+    for extrinsic, composed, step_type in seen:
+        first = step_type == StepType.FIRST
+        assert torch.equal(composed[first], extrinsic[first])  # no bonus at an episode start
+        bonus = (composed - extrinsic)[~first]
+        assert bool((bonus > 0).all())  # RND's bonus, weight 0.5, is positive
+    opt = agent.reward_modules[0].optimizers()[0]
+    steps = [float(s["step"]) for s in opt.state_dict()["state"].values()]
+    assert steps and min(steps) == len(seen)  # one module step per unroll

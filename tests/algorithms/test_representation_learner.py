@@ -185,15 +185,10 @@ def test_ppo_with_the_latent_example_trains_and_resumes(make_trainer, tmp_path):
 
 def test_bad_representation_setups_are_one_error_each(make_trainer, alf_cli, tmp_path,
                                                       clean_gin):
-    from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm
     with pytest.raises(ConfigError, match="set LatentDynamicsLearner.optimizer"):
         LatentDynamicsLearner(OBS, DISCRETE)
     with pytest.raises(ConfigError, match="target_tau = 0 is out of range"):
         LatentDynamicsLearner(OBS, DISCRETE, target_tau=0, optimizer=Adam(lr=1e-3))
-    with pytest.raises(ConfigError, match="trains through its rollout's autograd graph"):
-        Agent(OBS, DISCRETE, rl_algorithm_cls=ActorCriticAlgorithm,
-              representation_learner_cls=lambda **kw: LatentDynamicsLearner(
-                  optimizer=Adam(lr=1e-3), **kw))
     with pytest.raises(ConfigError, match="is not a RepresentationLearner"):
         Agent(OBS, DISCRETE, representation_learner_cls=lambda **kw: torch.nn.Linear(1, 1))
     trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO + LATENT.format(
@@ -226,3 +221,27 @@ def test_appo_with_rnd_and_a_latent_is_bit_identical_in_deterministic_async(make
     for key, value in a.items():
         if isinstance(value, torch.Tensor):
             assert torch.equal(value, b[key]), key
+
+
+def test_a2c_trains_through_a_shared_encoder(make_trainer, alf_cli, tmp_path):
+    """On-policy through the rollout's graph: A2C's loss reaches the encoder it acted
+    through (shared), and the learner steps it with its own loss on the unroll."""
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_A2C + LATENT.format(
+        rl="ActorCriticAlgorithm", shared=True))
+    agent = trainer.algorithm
+    representation = agent.representation_learner
+    seen = []
+    own_update = representation.update_with_gradient
+
+    def spy(loss_info, **kwargs):
+        seen.append([p.grad is not None and p.grad.abs().sum().item() > 0
+                     for p in representation.encoder.parameters()])
+        return own_update(loss_info, **kwargs)
+
+    representation.update_with_gradient = spy
+    before = [p.detach().clone() for p in representation.encoder.parameters()]
+    trainer.run()
+    assert agent.rl_algorithm.observation_spec == TensorSpec((8,))
+    assert seen and len(seen) == trainer.context.num_updates
+    assert all(all(step) for step in seen)  # A2C's gradient is on the encoder first
+    assert all(not torch.equal(a, b) for a, b in zip(before, representation.encoder.parameters()))
