@@ -70,12 +70,18 @@ class RewardModule(Algorithm):
         their scale does not drift as the module learns); call from the constructor."""
         self._reward_stats = RunningMeanVar(())
 
+    def fold_statistics(self, stats: RunningMeanVar, x: torch.Tensor) -> None:
+        """Fold ``x`` into ``stats``; in a data-parallel run every rank's ``x`` together
+        (so the statistics, part of the checkpoint, stay identical on all ranks)."""
+        dp = self._context.data_parallel
+        stats.update(x, sum_over_ranks=None if dp is None else dp.sum_over_ranks)
+
     def scaled(self, bonus: torch.Tensor) -> torch.Tensor:
         """``bonus [N]`` over its running standard deviation (folding it in first) when
         :meth:`normalize_reward_by_std` was called, else unchanged."""
         if self._reward_stats is None:
             return bonus
-        self._reward_stats.update(bonus)
+        self.fold_statistics(self._reward_stats, bonus)
         return bonus / self._reward_stats.var.sqrt().clamp(min=1e-8).to(bonus.dtype)
 
     @property

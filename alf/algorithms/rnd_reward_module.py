@@ -102,5 +102,5 @@ class RNDRewardModule(RewardModule):
         """``[N]`` the predictor's error (the target is fixed); folds the batch into the
         observation statistics first."""
         if self._obs_stats is not None:
-            self._obs_stats.update(observation)
+            self.fold_statistics(self._obs_stats, observation)
         return self._error(observation)

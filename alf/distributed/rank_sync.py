@@ -46,6 +46,12 @@ class DataParallel:
         """See :func:`alf.distributed.state_sync.average_gradients`."""
         average_gradients(self.group, params)
 
+    def sum_over_ranks(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over ranks (a new tensor, identical on every rank); every rank
+        calls it at the same point, e.g. to fold every rank's batch into running
+        statistics (:meth:`alf.utils.normalizers.RunningMeanVar.update`)."""
+        return self.group.all_reduce_(tensor.clone(), "summing statistics over ranks")
+
     def all_ranks(self, flag: bool) -> bool:
         """Whether ``flag`` holds on every rank (one tiny all-reduce): for decisions that
         depend on a rank's own data, e.g. whether its replay buffer is ready to train on,

@@ -13,7 +13,7 @@ over and the learner folds them in with :meth:`RunningMeanVar.merge`. The
 combination is exact, so the learner ends up with the statistics of one
 normaliser that saw every worker's data.
 """
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -89,21 +89,29 @@ class RunningMeanVar(nn.Module):
         self._frozen = bool(frozen)
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
+    def update(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+               sum_over_ranks: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+               ) -> None:
         """Fold a batch into the statistics (into the pending accumulator when frozen).
 
         Args:
             x: ``[*outer, *shape]``; every outer index is one sample.
             mask: optional ``[*outer]`` bool/0-1 tensor; only samples where it is
                 true count. An all-false mask leaves the statistics unchanged.
+            sum_over_ranks: in a data-parallel run, ``fn(t) -> t`` summed over ranks
+                (``DataParallel.sum_over_ranks``; every rank calls it with its own batch
+                at the same point): the batch folded in is the union of every rank's,
+                so the statistics stay identical on all ranks.
         """
         n_outer = x.ndim - len(self._shape)
         if n_outer < 0 or tuple(x.shape[n_outer:]) != tuple(self._shape):
             raise ValueError(f"expected [..., {tuple(self._shape)}], got {tuple(x.shape)}")
         x = x.detach().to(torch.float64).reshape((-1,) + tuple(self._shape))
-        if x.shape[0] == 0:
+        if sum_over_ranks is not None:
+            n, batch_mean, batch_var = self._moments_over_ranks(x, mask, sum_over_ranks)
+        elif x.shape[0] == 0:
             return
-        if mask is None:
+        elif mask is None:
             n = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
             batch_var, batch_mean = torch.var_mean(x, 0, correction=0)
         else:
@@ -113,11 +121,30 @@ class RunningMeanVar(nn.Module):
             safe_n = n.clamp(min=1.0)
             batch_mean = (w * x).sum(0) / safe_n
             batch_var = (w * (x - batch_mean) ** 2).sum(0) / safe_n
+        if sum_over_ranks is not None and float(n) == 0:
+            return
         if self._frozen:
             self._fold(self._pending_count, self._pending_mean, self._pending_var,
                        n, batch_mean, batch_var)
         else:
             self._fold(self.count, self.mean, self.var, n, batch_mean, batch_var)
+
+    def _moments_over_ranks(self, x: torch.Tensor, mask: Optional[torch.Tensor],
+                            sum_over_ranks: Callable[[torch.Tensor], torch.Tensor]):
+        """``(n, mean, var)`` of every rank's ``x [N, *shape]`` (masked) together: one sum
+        of ``[n, sum x, sum x^2]`` over ranks (float64)."""
+        w = (torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if mask is None
+             else mask.detach().reshape(-1).to(torch.float64))
+        wx = w.reshape(w.shape + (1,) * len(self._shape)) * x
+        sums = torch.cat([w.sum().reshape(1), wx.sum(0).reshape(-1),
+                          (wx * x).sum(0).reshape(-1)])
+        sums = sum_over_ranks(sums)
+        size = int(torch.Size(self._shape).numel())
+        n = sums[0]
+        safe_n = n.clamp(min=1.0)
+        mean = (sums[1:1 + size] / safe_n).reshape(self._shape)
+        var = (sums[1 + size:] / safe_n).reshape(self._shape) - mean ** 2
+        return n, mean, var.clamp(min=0.0)
 
     @staticmethod
     def _fold(count: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n: torch.Tensor,

@@ -170,3 +170,34 @@ TrainerConfig.num_iterations = 20
     _assert_identical(r0["state"], r1["state"], "hybrid SAC")
     assert r0["context"]["num_updates"] == 20 and r0["context"]["env_steps"] == 20 * 2 * 2
     assert not os.path.exists(tmp_path / "hybrid_root1")
+
+
+# An Agent: PPO with an RND reward module (one value per column, running observation and
+# bonus statistics) and a latent-dynamics representation learner (its own optimizer)
+AGENT = PPO + """
+TrainerConfig.algorithm_ctor = @Agent
+Agent.rl_algorithm_cls = @PPOAlgorithm
+Agent.reward_modules = [@RNDRewardModule]
+Agent.reward_weights = [1.0, 0.5]
+Agent.representation_learner_cls = @LatentDynamicsLearner
+RNDRewardModule.fc_layer_params = (8,)
+RNDRewardModule.feature_size = 4
+RNDRewardModule.optimizer = @rnd/alf.optimizers.Adam()
+LatentDynamicsLearner.fc_layer_params = (8,)
+LatentDynamicsLearner.feature_size = 8
+LatentDynamicsLearner.optimizer = @repr/alf.optimizers.Adam()
+TrainerConfig.mini_batch_length = 2
+"""
+
+
+def test_agent_two_ranks_keep_every_part_identical(tmp_path):
+    """Every part's parameters, optimizer-free buffers and running statistics (RND's
+    observation and bonus statistics fold every rank's batch) stay bit-identical;
+    the drift check (``distributed_drift='error'``) passes."""
+    conf = _write(tmp_path, "agent.gin", AGENT)
+    r0, r1 = _train(tmp_path, conf, "agent")
+    _assert_identical(r0["state"], r1["state"], "Agent")
+    stats = [k for k in r0["state"] if k.startswith("_reward_modules.0._obs_stats.")]
+    assert stats and int(r0["state"]["_reward_modules.0._obs_stats.count"]) > 0
+    assert any(k.startswith("_representation.encoder.") for k in r0["state"])
+    assert r0["context"]["num_updates"] == r1["context"]["num_updates"] > 0

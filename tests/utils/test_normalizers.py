@@ -88,3 +88,33 @@ def test_nest_normalizer_fields():
     assert list(norm.normalizers.keys()) == ["b/c"]
     with pytest.raises(ValueError, match="not found"):
         NestNormalizer(spec, fields=["nope"])
+
+
+def test_running_mean_var_folds_every_ranks_batch_when_summed_over_ranks():
+    """Two "ranks" with different batches: each folds the union (its own sums plus the
+    other's, as an all-reduce would hand them), so both end identical and equal to one
+    process that saw both batches; masked rows do not count."""
+    from alf.utils.normalizers import RunningMeanVar
+    torch.manual_seed(0)
+    xa, xb = torch.randn(5, 3), torch.randn(7, 3) * 2 + 1
+    mask_b = torch.tensor([1, 1, 0, 1, 1, 1, 0], dtype=torch.bool)
+    sums = {}
+
+    def fake_all_reduce(rank):
+        def reduce(t):
+            sums[rank] = t.clone()
+            return t  # replaced below, once both ranks have contributed
+        return reduce
+
+    ra, rb, single = RunningMeanVar((3,)), RunningMeanVar((3,)), RunningMeanVar((3,))
+    # what each rank contributes, then fold the sum of both on each rank
+    ra._moments_over_ranks(xa.double(), None, fake_all_reduce("a"))
+    rb._moments_over_ranks(xb.double(), mask_b, fake_all_reduce("b"))
+    total = sums["a"] + sums["b"]
+    ra.update(xa, sum_over_ranks=lambda t: total.clone())
+    rb.update(xb, mask=mask_b, sum_over_ranks=lambda t: total.clone())
+    single.update(torch.cat([xa, xb[mask_b]]))
+    for name in ("mean", "var", "count"):
+        assert torch.equal(getattr(ra, name), getattr(rb, name)), name
+        assert torch.allclose(getattr(ra, name), getattr(single, name), atol=1e-12), name
+    assert int(ra.count) == 5 + 5
