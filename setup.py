@@ -53,7 +53,7 @@ setup(
                   # rliable: reference IQM / bootstrap intervals the compare tool is checked against
                   "rliable>=1.0"],
     },
-    entry_points={"console_scripts": ["alf-train=alf.bin.train:main", "alf-play=alf.bin.play:main",
+    entry_points={"console_scripts": ["alf-train=alf.bin.train:console_main", "alf-play=alf.bin.play:main",
                                       "alf-export-dataset=alf.bin.export_dataset:main",
                                       "alf-minari=alf.bin.minari_dataset:main",
                                       "alf-sweep=alf.bin.sweep:main", "alf-pbt=alf.bin.pbt:main",

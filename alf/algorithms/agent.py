@@ -45,6 +45,7 @@ import torch
 
 import alf
 from alf import nest as alf_nest
+from alf.algorithms.algorithm import Algorithm
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.representation_learner import RepresentationLearner
 from alf.algorithms.reward_module import RewardModule
@@ -173,6 +174,12 @@ class Agent(RLAlgorithm):
         for attr in _REGIME:  # the Learner reads these from the algorithm it trains
             setattr(self, attr, getattr(rl, attr))
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints written before reward-weight schedules have no
+        # "_reward_weights_fixed": their weights were never fixed by the API
+        state_dict.setdefault(prefix + "_reward_weights_fixed", torch.tensor(False))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     # ------------------------------------------------------------- parts
     @property
     def rl_algorithm(self) -> RLAlgorithm:
@@ -278,6 +285,8 @@ class Agent(RLAlgorithm):
                 reward=compose(experience.time_step)))
         if self._representation is None:
             return self._rl.preprocess_experience(experience)
+        if type(self._rl).preprocess_experience is Algorithm.preprocess_experience:
+            return experience  # the identity (SAC, DQN, ...): no need to encode for it
         raw = experience.time_step.observation
         with torch.no_grad():
             out = self._rl.preprocess_experience(_encoded(experience, self._representation))

@@ -59,7 +59,8 @@ class ImpalaLoss:
     def __call__(self, info, progress: float = 0.0, with_summaries: bool = True) -> LossInfo:
         """``info`` fields ``[T, B]``: step_type, log_prob (with gradient), value (with
         gradient), advantages, returns, entropy (``()`` allowed when its weight is 0);
-        value and returns ``[T, B, k]`` with reward columns (their value losses summed).
+        value and returns ``[T, B, k]`` with reward columns (their value losses summed,
+        each where ``value_mask [T, B, k]`` says it trains).
         ``progress`` is unused (same call as :class:`PPOLoss`). LAST steps are masked."""
         valid = (info.step_type != StepType.LAST).to(info.advantages.dtype)
         adv = info.advantages
@@ -70,20 +71,27 @@ class ImpalaLoss:
             adv = (adv - mean) / (var.sqrt() + 1e-8)
         pg_loss = -adv.detach() * info.log_prob
         td_loss = 0.5 * self.td_error_loss_fn(info.returns.detach(), info.value)
-        if td_loss.dim() > pg_loss.dim():  # one value per reward column [T, B, k]: their sum
-            td_loss = td_loss.sum(-1)
-        loss = pg_loss + self.td_loss_weight * td_loss
+        columns = td_loss.dim() > pg_loss.dim()  # one value per reward column [T, B, k]
+        if columns:  # each column where it trains (value_mask), then their sum
+            td_loss = (td_loss * info.value_mask.to(td_loss.dtype)).sum(-1)
+            loss = pg_loss
+        else:
+            loss = pg_loss + self.td_loss_weight * td_loss
         has_entropy = isinstance(info.entropy, torch.Tensor)
         neg_entropy = -info.entropy if has_entropy else torch.zeros_like(loss)
         if self.entropy_regularization != 0:
             loss = loss + self.entropy_regularization * neg_entropy
+        loss = normalize_for_mean(loss, valid)
+        if columns:  # a non-episodic column's value also trains at LAST steps
+            loss = loss + self.td_loss_weight * td_loss * (valid.numel() /
+                                                            valid.sum().clamp(min=1.0))
         if not with_summaries:
-            return LossInfo(loss=normalize_for_mean(loss, valid))
+            return LossInfo(loss=loss)
         with torch.no_grad():
             extra = ImpalaLossInfo(pg_loss=masked_mean(pg_loss, valid),
                                    td_loss=masked_mean(td_loss, valid),
                                    neg_entropy=masked_mean(neg_entropy, valid))
-        return LossInfo(loss=normalize_for_mean(loss, valid), extra=extra)
+        return LossInfo(loss=loss, extra=extra)
 
 
 @alf.configurable

@@ -40,6 +40,9 @@ class PPOTrainInfo(NamedTuple):
     advantages: Any = ()
     returns: Any = ()
     entropy: Any = ()
+    #: with reward columns: ``[.., k]`` where each column's value trains
+    #: (:meth:`RewardColumns.value_mask`); ``()`` otherwise
+    value_mask: Any = ()
 
 
 @alf.configurable
@@ -138,7 +141,9 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                             old_log_prob=rollout_info.log_prob, value=value,
                             old_value=rollout_info.value, advantages=rollout_info.advantages,
                             returns=rollout_info.returns,
-                            entropy=dist_utils.compute_entropy(dist) if self._need_entropy() else ())
+                            entropy=dist_utils.compute_entropy(dist) if self._need_entropy() else (),
+                            value_mask=() if self.reward_columns is None else
+                            self.reward_columns.value_mask(experience.time_step.step_type))
         return AlgStep(output=(), state=new_state, info=info)
 
     def _need_entropy(self) -> bool:

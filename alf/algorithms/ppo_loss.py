@@ -47,7 +47,8 @@ class PPOLoss:
         """``info`` fields ``[T, B]``: step_type, log_prob, old_log_prob, value, old_value,
         advantages, returns, entropy (``()`` allowed when ``entropy_regularization`` is 0);
         value, old_value and returns are ``[T, B, k]`` with reward columns (the value
-        losses of the columns are summed).
+        losses of the columns are summed, each where ``value_mask [T, B, k]`` says it
+        trains: a non-episodic column also at LAST steps).
         ``with_summaries=False`` skips the diagnostic statistics in ``LossInfo.extra``
         (they cost ~10% of a small network's update)."""
         valid = (info.step_type != StepType.LAST).to(info.advantages.dtype)
@@ -67,15 +68,22 @@ class PPOLoss:
             clipped = info.old_value + (info.value - info.old_value).clamp(
                 -self.value_clipping, self.value_clipping)
             td_loss = torch.max(td_loss, self.td_error_loss_fn(info.returns, clipped))
-        if td_loss.dim() > pg_loss.dim():  # one value per reward column [T, B, k]: their sum
-            td_loss = td_loss.sum(-1)
-        loss = pg_loss + self.td_loss_weight * td_loss
+        columns = td_loss.dim() > pg_loss.dim()  # one value per reward column [T, B, k]
+        if columns:  # each column where it trains (value_mask), then their sum
+            td_loss = (td_loss * info.value_mask.to(td_loss.dtype)).sum(-1)
+            loss = pg_loss
+        else:
+            loss = pg_loss + self.td_loss_weight * td_loss
         has_entropy = isinstance(info.entropy, torch.Tensor)
         neg_entropy = -info.entropy if has_entropy else torch.zeros_like(loss)
         if self.entropy_regularization != 0:  # a zero-weight term would still cost a backward pass
             loss = loss + self.entropy_regularization * neg_entropy
+        loss = normalize_for_mean(loss, valid)
+        if columns:  # a non-episodic column's value also trains at LAST steps
+            loss = loss + self.td_loss_weight * td_loss * (valid.numel() /
+                                                            valid.sum().clamp(min=1.0))
         if not with_summaries:
-            return LossInfo(loss=normalize_for_mean(loss, valid))
+            return LossInfo(loss=loss)
         with torch.no_grad():
             extra = PPOLossInfo(
                 pg_loss=masked_mean(pg_loss, valid), td_loss=masked_mean(td_loss, valid),
@@ -83,4 +91,4 @@ class PPOLoss:
                 clip_fraction=masked_mean(((ratio - 1).abs() > eps).float(), valid),
                 approx_kl=masked_mean((ratio - 1) - log_ratio, valid),
                 importance_ratio=masked_mean(ratio, valid))
-        return LossInfo(loss=normalize_for_mean(loss, valid), extra=extra)
+        return LossInfo(loss=loss, extra=extra)

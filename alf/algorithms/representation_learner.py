@@ -1,7 +1,7 @@
 """``RepresentationLearner``: the representation role of an :class:`~alf.algorithms.agent.Agent`.
 
 A representation learner is an ordinary :class:`~alf.algorithms.algorithm.Algorithm`
-(its own networks, optimizer, checkpoint entries under ``representation.`` and
+(its own networks, optimizer, checkpoint entries under ``_representation.`` and
 summaries under its name) that owns an *encoder*. The Agent asks it three things
 (docs/design/agent.md):
 

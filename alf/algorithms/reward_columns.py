@@ -25,10 +25,13 @@ from alf.data_structures import StepType
 class RewardColumns(nn.Module):
     """Weights, discount factors and episodic flags of ``k`` reward columns.
 
-    Buffers (checkpointed with the algorithm that owns this module):
-        weights ``[k]``: the advantage of column ``i`` is scaled by ``weights[i]``.
-        gammas ``[k]``: each column's discount factor.
-        episodic ``[k]`` bool: whether the column's return ends with the episode.
+    Buffers:
+        weights ``[k]``: the advantage of column ``i`` is scaled by ``weights[i]``
+            (checkpointed with the algorithm that owns this module).
+        gammas ``[k]``: each column's discount factor (configuration: not
+            checkpointed, so a resumed run uses the config's).
+        episodic ``[k]`` bool: whether the column's return ends with the episode
+            (configuration, as ``gammas``).
 
     Args:
         num_columns: ``k``.
@@ -38,8 +41,10 @@ class RewardColumns(nn.Module):
     def __init__(self, num_columns: int, gamma: float):
         super().__init__()
         self.register_buffer("weights", torch.ones(num_columns))
-        self.register_buffer("gammas", torch.full((num_columns,), float(gamma)))
-        self.register_buffer("episodic", torch.ones(num_columns, dtype=torch.bool))
+        self.register_buffer("gammas", torch.full((num_columns,), float(gamma)),
+                             persistent=False)
+        self.register_buffer("episodic", torch.ones(num_columns, dtype=torch.bool),
+                             persistent=False)
 
     @property
     def num_columns(self) -> int:
@@ -81,6 +86,15 @@ class RewardColumns(nn.Module):
                          torch.full_like(st, int(StepType.MID)), st)
         d = torch.where(continuing, torch.ones_like(d), d)
         return st, d
+
+    def value_mask(self, step_types: torch.Tensor) -> torch.Tensor:
+        """``[..., k]`` float: where each column's value is trained. Every column's except
+        at ``LAST`` steps (no target there), where non-episodic columns still train:
+        their return continues into the next episode, and the steps before bootstrap
+        from this value."""
+        not_last = (step_types != StepType.LAST).unsqueeze(-1)
+        continuing = ~self.episodic.to(step_types.device)
+        return (not_last | continuing).to(torch.float32)
 
     def combine(self, advantages: torch.Tensor) -> torch.Tensor:
         """``[..., k]`` per-column advantages -> ``[...]``: ``sum_i w_i A_i``."""

@@ -173,8 +173,15 @@ def main(argv=None) -> int:
     return cli.run_command(_main, PROGRAM, argv)
 
 
-if __name__ == "__main__":
+def console_main() -> int:
+    """``python -m alf.bin.train`` and the ``alf-train`` command: :func:`main`, then a
+    torchrun rank leaves through :func:`leave_process` (interpreter finalization can
+    abort a rank after it finished: alf/distributed/rank_exit.py)."""
     status = main()
-    if launched_by_torchrun():  # finalization can abort a rank after it finished
+    if launched_by_torchrun():
         leave_process(status)
-    sys.exit(status)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(console_main())

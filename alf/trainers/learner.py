@@ -90,7 +90,10 @@ class Learner:
         """A prepared Learner stepping ``env`` in this process (tests, notebooks); the
         caller closes ``env``."""
         settings = settings if settings is not None else TrainingSettings()
-        unroller = SyncUnroller.for_algorithm(env, algorithm, settings.metric_buffer_size)
+        if settings.overwrite_policy_output:
+            env.report_executed_action()  # the stored action is the one the env executed
+        unroller = SyncUnroller.for_algorithm(env, algorithm, settings.metric_buffer_size,
+                                              settings.overwrite_policy_output)
         learner = cls(algorithm, settings,
                       context if context is not None else algorithm.context, unroller)
         learner.prepare()

@@ -67,7 +67,8 @@ class TrainerConfig:
         max_policy_lag: async ``"processes"``: discard (and count) trajectories collected
             with weights more than this many versions behind the learner (None: keep all).
         env_worker_timeout_s: async: an env worker that reports nothing for this long is
-            named in the log and restarted (also the start-up limit).
+            named in the log and restarted (also the start-up limit, extended up to 10
+            times for a worker still busy on a CPU: a slow start on a busy machine).
         max_env_worker_restarts: async: restarts (all workers together) before the run
             stops with an error.
         initial_collect_steps: off-policy: env steps of random actions before training starts.

@@ -21,7 +21,14 @@ import torch.multiprocessing as torch_mp
 from alf.errors import RunFailedError
 from alf.unrollers.env_worker import WorkerSpec, worker_main
 from alf.unrollers.trajectory_slots import TrajectorySlots
+from alf.utils.cpu_budget import processes_cpu_seconds
 from alf.utils.process_signals import sigint_ignored_in_children
+
+#: a worker still starting when ``env_worker_timeout_s`` runs out, but busy on a CPU in
+#: that time (at least ``STARTUP_PROGRESS_CPU_S``: importing torch, building its envs on
+#: a busy machine), gets another ``env_worker_timeout_s``, at most this many times
+STARTUP_EXTENSIONS = 10
+STARTUP_PROGRESS_CPU_S = 0.05
 
 
 class WorkerHandle:
@@ -168,7 +175,13 @@ class WorkerPool:
         self._heartbeat[w.worker_id] = time.time()
 
     def _wait_ready(self) -> None:
+        """Wait until every worker reported ready. After ``env_worker_timeout_s`` the late
+        ones are named, unless they used the CPU meanwhile (a start-up slowed down by a
+        busy machine, not a hang): then they get another period, up to
+        :data:`STARTUP_EXTENSIONS` times."""
         deadline = time.time() + self._timeout_s
+        extensions = 0
+        cpu_seen = {id(w): processes_cpu_seconds([w.process.pid]) for w in self.workers}
         while not all(w.ready for w in self.workers):
             for w in self.workers:
                 if w.ready:
@@ -187,10 +200,21 @@ class WorkerPool:
                     raise RunFailedError(f"{w.describe(self._per_group)} failed to start: it "
                                          f"exited with status {w.process.exitcode}")
             if time.time() > deadline:
-                late = [w.describe(self._per_group) for w in self.workers if not w.ready]
-                raise RunFailedError(f"{', '.join(late)} did not start within "
-                                     f"{self._timeout_s:g} s "
-                                     "(TrainerConfig.env_worker_timeout_s)")
+                late = [w for w in self.workers if not w.ready]
+                cpu_now = {id(w): processes_cpu_seconds([w.process.pid]) for w in late}
+                busy = all(cpu_now[id(w)] - cpu_seen[id(w)] >= STARTUP_PROGRESS_CPU_S
+                           for w in late)
+                if busy and extensions < STARTUP_EXTENSIONS:
+                    extensions += 1
+                    cpu_seen.update(cpu_now)
+                    deadline = time.time() + self._timeout_s
+                    continue
+                raise RunFailedError(
+                    f"{', '.join(w.describe(self._per_group) for w in late)} did not start "
+                    f"within {self._timeout_s * (extensions + 1):g} s "
+                    f"(TrainerConfig.env_worker_timeout_s = {self._timeout_s:g}"
+                    + (f", extended {extensions} times while it kept the CPU busy"
+                       if extensions else ": not using the CPU, so not merely slow") + ")")
 
     def _last_error(self, w: Any) -> Optional[str]:
         """The text of an ``error`` report still unread on an exited worker's pipe."""

@@ -149,7 +149,7 @@ def _own_wait_ns() -> Optional[Sequence[int]]:
     return run, wait
 
 
-def _processes_cpu_s(pids: Sequence[int]) -> float:
+def processes_cpu_seconds(pids: Sequence[int]) -> float:
     """CPU seconds (user + system) of the given live processes (a vanished one counts 0)."""
     total = 0.0
     for pid in pids:
@@ -181,7 +181,7 @@ class CpuSample:
         per_cpu = None if ticks is None else {c: v / _CLOCK_TICKS for c, v in ticks.items()}
         return cls(time.monotonic(), None if per_cpu is None else sum(per_cpu.values()),
                    t.user + t.system, _own_wait_ns(),
-                   {pid: _processes_cpu_s([pid]) for pid in child_pids}, per_cpu)
+                   {pid: processes_cpu_seconds([pid]) for pid in child_pids}, per_cpu)
 
 
 @dataclass

@@ -125,3 +125,23 @@ def test_rnd_examples_learn_a_value_per_column(make_trainer, tmp_path, example):
     trainer.run()
     assert head.shape[0] == 2
     assert all(not torch.equal(before[i], head.detach()[i]) for i in range(2))
+
+
+def test_a_non_episodic_columns_value_trains_at_the_last_step():
+    """At an episode's LAST step the episodic column's value has no target and gets no
+    gradient; the non-episodic column's does (the steps before bootstrap from it)."""
+    from alf.algorithms.ppo_algorithm import PPOTrainInfo
+    from alf.algorithms.ppo_loss import PPOLoss
+    columns = RewardColumns(2, gamma=0.9)
+    columns.configure(episodic=[True, False])
+    step_type = torch.tensor([[1], [2], [0], [1]])  # MID, LAST, FIRST, MID; [T=4, B=1]
+    value = torch.zeros(4, 1, 2, requires_grad=True)
+    info = PPOTrainInfo(step_type=step_type, log_prob=torch.zeros(4, 1),
+                        old_log_prob=torch.zeros(4, 1), value=value,
+                        old_value=torch.zeros(4, 1, 2), advantages=torch.ones(4, 1),
+                        returns=torch.ones(4, 1, 2), entropy=(),
+                        value_mask=columns.value_mask(step_type))
+    PPOLoss(normalize_advantages=False)(info, 0.0).loss.mean().backward()
+    grad = value.grad[:, 0]
+    assert grad[1, 0] == 0 and grad[1, 1] != 0  # LAST: episodic no, non-episodic yes
+    assert bool((grad[[0, 2, 3]] != 0).all())
