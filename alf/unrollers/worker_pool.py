@@ -209,12 +209,12 @@ class WorkerPool:
                     cpu_seen.update(cpu_now)
                     deadline = time.time() + self._timeout_s
                     continue
+                reason = (f"still busy after {extensions} extensions" if busy else
+                          "not using the CPU: hung, not merely slow")
                 raise RunFailedError(
                     f"{', '.join(w.describe(self._per_group) for w in late)} did not start "
                     f"within {self._timeout_s * (extensions + 1):g} s "
-                    f"(TrainerConfig.env_worker_timeout_s = {self._timeout_s:g}"
-                    + (f", extended {extensions} times while it kept the CPU busy"
-                       if extensions else ": not using the CPU, so not merely slow") + ")")
+                    f"(TrainerConfig.env_worker_timeout_s = {self._timeout_s:g}; {reason})")
 
     def _last_error(self, w: Any) -> Optional[str]:
         """The text of an ``error`` report still unread on an exited worker's pipe."""

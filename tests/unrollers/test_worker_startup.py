@@ -34,9 +34,12 @@ def test_a_hung_start_is_named_at_the_limit():
     pool = _pool(startup_targets.hung, 0)
     try:
         t0 = time.monotonic()
+        # the interpreter's own start-up uses the CPU (an extension or a few on a busy
+        # machine); then the worker is idle and named
         with pytest.raises(RunFailedError, match=r"env worker 0 \(envs 0-0, pid \d+\) did not "
-                                                 r"start within 1 s .*not using the CPU"):
+                                                 r"start within \d+ s \(TrainerConfig.env_worker"
+                                                 r"_timeout_s = 1; not using the CPU: hung"):
             pool.start()
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 15
     finally:
         pool.close(timeout=1.0)
