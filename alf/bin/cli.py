@@ -322,7 +322,9 @@ def user_message(exc: BaseException) -> str:
 
 
 _GIN_CALL_LINE = re.compile(r"^\s*In call to configurable '")
-_BINDING_KEY = re.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\b")
+# a key not inside a scoped name ("rnd/alf.optimizers.Adam.lr" is another binding than
+# the unscoped "alf.optimizers.Adam.lr", whose line would be the wrong one to name)
+_BINDING_KEY = re.compile(r"(?<![\w./])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\b")
 
 
 def _with_binding_location(message: str) -> str:
