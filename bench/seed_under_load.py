@@ -2,6 +2,7 @@
 
     python bench/seed_under_load.py                       # every case below
     python bench/seed_under_load.py --cases sac --busy 2  # one case, two busy loops
+    python bench/seed_under_load.py --cases ppo_atari ppo_rnd_latent  # this session's
 
 For each case this runs the real ``python -m alf.bin.train`` command three times with
 the same seed: on a quiet machine, next to ``--busy`` copies of
@@ -39,6 +40,12 @@ CASES: Dict[str, Tuple[str, List[str]]] = {
     "sac_async_det": ("sac_pendulum_async.gin", ["TrainerConfig.random_seed=3",
                                                  "TrainerConfig.num_env_steps=3000",
                                                  "TrainerConfig.async_mode='deterministic'"]),
+    # an Agent: PPO with an RND column (one value per column) on a learned latent
+    "ppo_rnd_latent": ("ppo_rnd_cart_pole.gin", [
+        "TrainerConfig.random_seed=3", "TrainerConfig.num_env_steps=10000",
+        "TrainerConfig.evaluate=False", "TrainerConfig.mini_batch_length=2",
+        "Agent.representation_learner_cls=@LatentDynamicsLearner",
+        "LatentDynamicsLearner.optimizer=@repr/alf.optimizers.Adam()"]),
 }
 BUSY_LOOP = [sys.executable, "-c", "while True: pass"]
 
