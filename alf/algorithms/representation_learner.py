@@ -29,15 +29,13 @@ from typing import Any, Optional
 
 import torch
 
-from alf.algorithms.algorithm import Algorithm
-from alf.data_structures import LossInfo
-from alf.errors import ConfigError
+from alf.algorithms.agent_part import AgentPart
 from alf.tensor_specs import TensorSpec
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
 
-class RepresentationLearner(Algorithm):
+class RepresentationLearner(AgentPart):
     """Base class of representation learners.
 
     Class attribute:
@@ -54,28 +52,15 @@ class RepresentationLearner(Algorithm):
     """
 
     uses_previous_step: bool = True
+    optimizer_example = ("repr", "3e-4")
 
     def __init__(self, observation_spec: Any, action_spec: Any,
                  optimizer: Optional[OptimizerFactory] = None,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "RepresentationLearner"):
-        if optimizer is None:
-            raise ConfigError(f"{name} trains with its own optimizer: set {name}.optimizer, "
-                              f"e.g. `{name}.optimizer = @repr/alf.optimizers.Adam()` and "
-                              "`repr/alf.optimizers.Adam.lr = 3e-4`")
-        super().__init__(optimizer=optimizer, context=context,
+        super().__init__(observation_spec, action_spec, optimizer=optimizer, context=context,
                          debug_summaries=debug_summaries, name=name)
-        self._observation_spec = observation_spec
-        self._action_spec = action_spec
         self.encoder: Optional[torch.nn.Module] = None  # set by the subclass
-
-    @property
-    def observation_spec(self) -> Any:
-        return self._observation_spec
-
-    @property
-    def action_spec(self) -> Any:
-        return self._action_spec
 
     @property
     def output_spec(self) -> TensorSpec:
@@ -86,32 +71,6 @@ class RepresentationLearner(Algorithm):
         """``[N, ...]`` observations -> ``[N, F]`` features (with gradient into the encoder
         when autograd is on)."""
         return self.encoder(observation)[0]
-
-    def loss(self, prev_observation: Any, prev_action: Any,
-             observation: Any) -> torch.Tensor:
-        """The learner's own training loss per transition ``[N]``. Abstract: every
-        learner defines what shapes its encoder."""
-        raise NotImplementedError(f"{type(self).__name__} must implement loss")
-
-    def update(self, prev_observation: Any, prev_action: Any, observation: Any,
-               valid: torch.Tensor, keep_existing_grads: bool = False) -> LossInfo:
-        """One gradient step of :meth:`loss` over the ``valid [N]`` transitions, on this
-        learner's parameters; not counted in ``context.num_updates`` (the RL
-        algorithm's clock).
-
-        Args:
-            keep_existing_grads: add to the gradients already on the parameters (the
-                RL loss's, for a shared encoder) instead of replacing them.
-        """
-        loss = self.loss(prev_observation, prev_action, observation)
-        info = self.update_with_gradient(LossInfo(loss=loss), valid_masks=valid.to(loss.dtype),
-                                         count_update=False,
-                                         keep_existing_grads=keep_existing_grads)
-        self.after_update_step()
-        return info
-
-    def after_update_step(self) -> None:
-        """Called after each :meth:`update` (e.g. to move a target encoder)."""
 
     def clear_grads(self) -> None:
         """Drop every gradient on this learner's parameters (before the RL step of a
