@@ -30,6 +30,7 @@ setup(
                  # the suite runs one test file per CPU (README command (b): -n auto)
                  "pytest-xdist>=3", "gymnasium[mujoco]>=1.0", "ale-py>=0.9",
                  "opencv-python-headless>=4", "imageio>=2.30", "imageio-ffmpeg>=0.4",
+                 "minigrid>=2.3",
                  # Minari's DataCollector (tests record datasets with it) needs jax: [create]
                  "minari[create,hdf5]>=0.5.4,<0.6",
                  # lint-imports checks the layers (.importlinter, docs/design/layers.md);
@@ -41,6 +42,8 @@ setup(
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],
+        # MiniGrid / BabyAI ids (MiniGridObservationWrapper; the exploration benchmark)
+        "minigrid": ["minigrid>=2.3"],
         # Minari import/export; packaging reads Minari's version
         "offline": ["minari[hdf5]>=0.5.4,<0.6", "packaging>=21"],
         "video": ["imageio>=2.30", "imageio-ffmpeg>=0.4"],

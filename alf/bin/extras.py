@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Dict, Optional, Tuple, Type
 
 # optional features reachable from every command that builds envs or trainers
-_ENV_EXTRAS = ("atari", "mujoco", "envpool")
+_ENV_EXTRAS = ("atari", "mujoco", "envpool", "minigrid")
 
 #: command module -> the extras it cannot run without (the docs say so too)
 REQUIRED: Dict[str, Tuple[str, ...]] = {
@@ -58,6 +58,7 @@ PACKAGE_EXTRAS: Dict[str, Tuple[str, ...]] = {
     "imageio_ffmpeg": ("video",),
     "ale_py": ("atari",),
     "mujoco": ("mujoco",),
+    "minigrid": ("minigrid",),
     "envpool": ("envpool",),
 }
 

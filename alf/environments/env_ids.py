@@ -3,6 +3,8 @@
 - ``ALE/...`` ids import ``ale_py`` lazily (and ``gym.register_envs(ale_py)``);
   a missing ale-py is a :class:`UserError` naming ``pip install -e .[atari]``.
 - MuJoCo ids check that ``mujoco`` imports (``pip install -e .[mujoco]``).
+- ``MiniGrid-...`` and ``BabyAI-...`` ids import ``minigrid`` lazily (it registers
+  them); a missing minigrid is a :class:`UserError` naming ``pip install -e .[minigrid]``.
 - ``"module:Env-v0"`` ids import ``module`` first (gymnasium's convention).
 - An unknown id raises :class:`EnvironmentNotFoundError` with up to three
   close matches from ``gymnasium.registry``.
@@ -22,6 +24,8 @@ from alf.errors import EnvironmentNotFoundError, UserError
 
 _ATARI_HINT = "pip install -e .[atari]"
 _MUJOCO_HINT = "pip install -e .[mujoco]"
+_MINIGRID_HINT = "pip install -e .[minigrid]"
+_MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
 
 
 def _import_ale(env_name: str, required: bool) -> bool:
@@ -34,6 +38,14 @@ def _import_ale(env_name: str, required: bool) -> bool:
         return False
     gym.register_envs(ale_py)
     return True
+
+
+def _import_minigrid(env_name: str) -> None:
+    try:
+        import minigrid  # noqa: F401  deferred: optional; importing it registers its ids  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError as e:
+        raise UserError(f"Environment '{env_name}' is a MiniGrid env and needs minigrid, which "
+                        f"is not installed ({e}). Install it with: {_MINIGRID_HINT}") from None
 
 
 def split_module(env_name: str) -> Tuple[str, str]:
@@ -60,6 +72,9 @@ def find_env_spec(env_name: str) -> EnvSpec:
     if env_id.startswith("ALE/"):
         _import_ale(env_name, required=True)
     spec = gym.registry.get(env_id)
+    if spec is None and env_id.startswith(_MINIGRID_PREFIXES):
+        _import_minigrid(env_name)
+        spec = gym.registry.get(env_id)
     if spec is None and _import_ale(env_name, required=False):
         # legacy Atari ids such as 'PongNoFrameskip-v4' are registered by ale_py too
         spec = gym.registry.get(env_id)

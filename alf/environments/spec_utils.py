@@ -58,8 +58,12 @@ def observation_spec_from_space(space: spaces.Space) -> Any:
         return {k: observation_spec_from_space(s) for k, s in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
         return tuple(observation_spec_from_space(s) for s in space.spaces)
+    hint = ""
+    if type(space).__name__ == "MissionSpace":  # MiniGrid's text mission
+        hint = (" For MiniGrid envs add create_environment.gym_wrappers = "
+                "[@MiniGridObservationWrapper] (its partial view as a vector).")
     raise UserError(f"Unsupported observation space {space!r}: alf handles Box, Discrete, "
-                    "MultiDiscrete, MultiBinary and Dict/Tuple nests of those.")
+                    f"MultiDiscrete, MultiBinary and Dict/Tuple nests of those.{hint}")
 
 
 def action_spec_from_space(space: spaces.Space) -> Any:

@@ -7,6 +7,8 @@ classes holding plain numpy state) so the async backend can ship them to
 ``spawn``/``forkserver`` workers.
 
 - :class:`MaskVelocityWrapper`: zero the velocities (a POMDP for recurrent policies).
+- :class:`MiniGridObservationWrapper`: MiniGrid's partial view as a flat float vector
+  (its observation is a dict holding a text mission, which no network takes).
 - :class:`StepLatencyWrapper`: each step waits a fixed time (a remote simulator, a
   fixed-rate game engine, a robot), for latency-bound throughput benchmarks.
 """
@@ -120,3 +122,34 @@ class StepLatencyWrapper(gym.Wrapper):
         if self.reset_latency_s > 0:
             time.sleep(self.reset_latency_s)
         return result
+
+
+@configurable
+class MiniGridObservationWrapper(gym.ObservationWrapper):
+    """MiniGrid's egocentric partial view ``obs["image"]`` ``[V, V, 3]`` uint8 (per cell:
+    object, colour and state indices; V = 7 by default) as a flat float32 vector
+    ``[V * V * 3]``; the text ``mission`` and the ``direction`` are dropped.
+
+    A flat vector lets an MLP policy, ``ObservationNormalizer`` and RND's observation
+    whitening take it as they take any vector observation (the indices are small
+    integers, 0-10, so scaling uint8 by 1/255 as for pixels would squash them).
+
+    Args:
+        env: a MiniGrid env (``pip install -e .[minigrid]``).
+    Raises:
+        UserError: the observation has no ``"image"`` entry (not a MiniGrid env).
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        image = space.spaces.get("image") if isinstance(space, gym.spaces.Dict) else None
+        if not isinstance(image, gym.spaces.Box):
+            raise UserError("MiniGridObservationWrapper needs MiniGrid's dict observation with "
+                            f"an 'image' entry, got {space!r}.")
+        size = int(np.prod(image.shape))
+        self.observation_space = gym.spaces.Box(
+            low=0.0, high=float(np.max(image.high)), shape=(size,), dtype=np.float32)
+
+    def observation(self, observation: Dict[str, Any]) -> np.ndarray:
+        return np.asarray(observation["image"], dtype=np.float32).reshape(-1)

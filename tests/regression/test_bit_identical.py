@@ -36,7 +36,8 @@ _NO_CASE = {
     # cases to add when the fixture is next regenerated on its reference stack; an Agent
     # without parts is checked bit-identical to its algorithm in tests/algorithms/test_agent.py
     "ppo_rnd_cart_pole.gin", "appo_rnd_cart_pole.gin", "sac_rnd_pendulum.gin",
-    "sac_icm_pendulum.gin", "ppo_latent_cart_pole.gin",
+    "sac_icm_pendulum.gin", "ppo_latent_cart_pole.gin", "ppo_minigrid.gin",
+    "ppo_rnd_minigrid.gin",
 }
 
 
