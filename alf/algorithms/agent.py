@@ -36,8 +36,12 @@ composed while acting (the previous observation rides in the rollout state), the
 encoder runs inside that graph, and the parts train on the unroll's transitions
 after the RL update.
 
-Not built yet (docs/design/agent.md): recurrent representation learners and an env's
-own vector reward (the env's reward must be a scalar).
+An env's own vector reward ``[d]`` (alf/environments/vector_reward.py) gives ``d``
+extrinsic columns ahead of the modules' (``reward_weights`` then has ``d + m``
+entries); with no module at all the Agent is how an algorithm that learns from a
+scalar reward (SAC, DQN, ...) weighs those columns.
+
+Not built yet (docs/design/agent.md): recurrent representation learners.
 """
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -75,13 +79,14 @@ class Agent(RLAlgorithm):
 
     Args:
         observation_spec, action_spec, reward_spec, context, debug_summaries: see
-            :class:`RLAlgorithm` (the env's; ``reward_spec`` must be a scalar for now).
+            :class:`RLAlgorithm` (the env's; ``reward_spec`` a scalar or ``[d]``: the
+            env's own reward columns, each an extrinsic column).
         rl_algorithm_cls: the RL algorithm's constructor (any bundled one, configured
             in gin as usual: ``PPOAlgorithm.gamma = ...``).
         reward_modules: constructors of :class:`RewardModule` s, called with
             ``observation_spec``, ``action_spec`` and ``context``.
-        reward_weights: ``[1 + len(reward_modules)]``: the extrinsic reward's weight,
-            then each module's (default: all 1). Each is a number or a schedule of the
+        reward_weights: ``[d + len(reward_modules)]`` (``d`` = 1 for a scalar env
+            reward): each extrinsic column's weight, then each module's (default: all 1). Each is a number or a schedule of the
             run's progress (``@LinearSchedule()``, alf/utils/schedules.py), read for each
             trained batch; :meth:`set_reward_weights` fixes them from then on. The
             current weights (and whether they were fixed) are checkpointed.
@@ -92,13 +97,17 @@ class Agent(RLAlgorithm):
         encoder_trained_by_rl: with a representation learner: whether the RL loss's
             gradient also trains the encoder (shared), or only the learner's own loss
             does (separate).
-        value_per_reward_column: with reward modules: whether the RL algorithm learns
-            one value per reward column, each with its module's ``gamma`` and
+        value_per_reward_column: with reward modules or an env's reward columns:
+            whether the RL algorithm learns one value per reward column, each with its
+            module's ``gamma`` and
             ``episodic`` setting, and follows ``sum_i w_i A_i`` (docs/design/agent.md,
             decision 3), or sees the weighted sum as its reward. None: per column where
             the RL algorithm supports it (PPO, APPO, IMPALA), else the sum.
         name: used in summary tags.
     """
+
+    #: the env's reward may have columns (RLAlgorithm refuses them for the others)
+    supports_reward_columns = True
 
     def __init__(self, observation_spec: Any, action_spec: Any,
                  reward_spec: Any = TensorSpec(()),
@@ -111,9 +120,7 @@ class Agent(RLAlgorithm):
                  value_per_reward_column: Optional[bool] = None,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "Agent"):
-        if not (isinstance(reward_spec, TensorSpec) and reward_spec.shape == ()):
-            raise ConfigError(f"Agent: the env's reward must be a scalar for now, got "
-                              f"reward_spec {reward_spec!r}")
+        num_extrinsic = _num_extrinsic_columns(reward_spec)
         representation = None
         rl_observation_spec = observation_spec
         if representation_learner_cls is not None:
@@ -125,8 +132,10 @@ class Agent(RLAlgorithm):
                     "not a RepresentationLearner (alf.algorithms.representation_learner)")
             rl_observation_spec = representation.output_spec
             context = representation.context
-        per_column = _per_column(rl_algorithm_cls, value_per_reward_column, reward_modules)
-        rl_reward_spec = TensorSpec((1 + len(reward_modules),)) if per_column else reward_spec
+        per_column = _per_column(rl_algorithm_cls, value_per_reward_column,
+                                 len(reward_modules) + (num_extrinsic if reward_spec.shape else 0))
+        num_columns = num_extrinsic + len(reward_modules)
+        rl_reward_spec = TensorSpec((num_columns,)) if per_column else TensorSpec(())
         rl = rl_algorithm_cls(observation_spec=rl_observation_spec, action_spec=action_spec,
                               reward_spec=rl_reward_spec, context=context)
         modules = [ctor(observation_spec=observation_spec, action_spec=action_spec,
@@ -135,19 +144,22 @@ class Agent(RLAlgorithm):
             if not isinstance(m, RewardModule):
                 raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
                                   "RewardModule (alf.algorithms.reward_module)")
-        weights = [1.0] * (1 + len(modules)) if reward_weights is None else \
-            list(reward_weights)
-        if len(weights) != 1 + len(modules):
+        weights = [1.0] * num_columns if reward_weights is None else list(reward_weights)
+        if len(weights) != num_columns:
+            extrinsic = ("the extrinsic reward's" if num_extrinsic == 1 else
+                         f"one per column of the env's reward ({num_extrinsic})")
             raise ConfigError(f"Agent.reward_weights has {len(weights)} values; it needs "
-                              f"{1 + len(modules)}: the extrinsic reward's, then one per "
-                              "reward module")
+                              f"{num_columns}: {extrinsic}, then one per reward module")
         try:
             schedules = [as_schedule(w) for w in weights]
         except TypeError:
             raise ConfigError(f"Agent.reward_weights = {weights!r}: each must be a number or "
                               "a schedule (e.g. @LinearSchedule())") from None
+        self._num_extrinsic = num_extrinsic
+        self._vector_env_reward = bool(reward_spec.shape)
+        self._composes = bool(modules) or self._vector_env_reward
         # on-policy (A2C): rewards are composed while acting, from the previous observation
-        self._rewards_in_rollout = bool(rl.on_policy and modules)
+        self._rewards_in_rollout = bool(rl.on_policy and self._composes)
         rollout_state_spec = (OnPolicyAgentState(rl.rollout_state_spec, observation_spec)
                               if self._rewards_in_rollout else rl.rollout_state_spec)
         super().__init__(observation_spec, action_spec, reward_spec, context=rl.context,
@@ -157,9 +169,10 @@ class Agent(RLAlgorithm):
                          debug_summaries=debug_summaries, name=name)
         self._rl = rl
         self._per_column = per_column
-        if per_column:  # the extrinsic column: the RL algorithm's gamma, episodic
-            rl.reward_columns.configure(gammas=[None] + [m.gamma for m in modules],
-                                        episodic=[True] + [m.episodic for m in modules])
+        if per_column:  # the extrinsic columns: the RL algorithm's gamma, episodic
+            rl.reward_columns.configure(
+                gammas=[None] * num_extrinsic + [m.gamma for m in modules],
+                episodic=[True] * num_extrinsic + [m.episodic for m in modules])
         self._representation = representation
         self._encoder_trained_by_rl = bool(encoder_trained_by_rl)
         self._reward_modules = torch.nn.ModuleList(modules)
@@ -195,14 +208,17 @@ class Agent(RLAlgorithm):
 
     @property
     def reward_weights(self) -> torch.Tensor:
-        """``[1 + len(reward_modules)]``: extrinsic, then each module's, as of the last
+        """``[d + len(reward_modules)]``: extrinsic, then each module's, as of the last
         trained batch (or the last :meth:`set_reward_weights`)."""
         return self._reward_weights
 
     @property
     def reward_column_names(self) -> List[str]:
-        """``"extrinsic"``, then each reward module's name (summary tags)."""
-        return ["extrinsic"] + [m.name for m in self._reward_modules]
+        """``"extrinsic"`` (``"extrinsic_0"``, ... for an env's reward columns), then each
+        reward module's name (summary tags)."""
+        extrinsic = ([f"extrinsic_{i}" for i in range(self._num_extrinsic)]
+                     if self._vector_env_reward else ["extrinsic"])
+        return extrinsic + [m.name for m in self._reward_modules]
 
     def set_reward_weights(self, weights: Sequence[float]) -> None:
         """Fix the weights from the next trained batch on, replacing any schedules in
@@ -259,13 +275,14 @@ class Agent(RLAlgorithm):
         """``[B]``: the weighted sum of the extrinsic reward and each module's reward of
         ``prev_observation -> ts.observation`` (0 at an episode's first step)."""
         w = self._weights_for_batch().to(ts.reward.dtype)
-        total = w[0] * ts.reward
+        total = self._weighted_extrinsic(ts.reward, w)
         valid = ts.step_type != StepType.FIRST
+        n = self._num_extrinsic
         for i, module in enumerate(self._reward_modules):
             with torch.no_grad():
                 r = module.reward(prev_observation, ts.prev_action, ts.observation)
             r = r.to(ts.reward.dtype) * valid
-            total = total + w[i + 1] * r
+            total = total + w[n + i] * r
             if self._context.should_summarize():
                 self._context.add_iteration_scalar(
                     f"Reward/{module.name}/mean", float(r.sum() / valid.sum().clamp(min=1)))
@@ -279,7 +296,7 @@ class Agent(RLAlgorithm):
         encoder runs again, with gradient, when the batch is trained on): the RL
         algorithm's preprocessing may keep a prefix of the time axis (PPO, APPO and
         IMPALA drop the bootstrap step), nothing else."""
-        if self._reward_modules:
+        if self._composes:
             compose = self._reward_columns if self._per_column else self._composed_reward
             experience = experience._replace(time_step=experience.time_step._replace(
                 reward=compose(experience.time_step)))
@@ -328,7 +345,8 @@ class Agent(RLAlgorithm):
         predecessor, and at an episode's first step), its mean summarised."""
         B, T = ts.step_type.shape[:2]
         if T < 2:
-            return [torch.zeros_like(ts.reward) for _ in self._reward_modules]
+            return [torch.zeros((B, T), dtype=ts.reward.dtype, device=ts.reward.device)
+                    for _ in self._reward_modules]
         prev_obs, prev_action, obs, valid = self._transitions(ts)
         summarize = self._context.should_summarize()
         out = []
@@ -346,16 +364,24 @@ class Agent(RLAlgorithm):
     def _composed_reward(self, ts: TimeStep) -> torch.Tensor:
         """``[B, T]`` weighted sum of the extrinsic reward and each module's."""
         w = self._weights_for_batch().to(ts.reward.dtype)
-        total = w[0] * ts.reward
+        total = self._weighted_extrinsic(ts.reward, w)
         for i, r in enumerate(self._intrinsic_rewards(ts)):
-            total[:, 1:] += w[i + 1] * r[:, 1:]
+            total[:, 1:] += w[self._num_extrinsic + i] * r[:, 1:]
         return total
+
+    def _weighted_extrinsic(self, reward: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``[...]``: the env's reward ``[...]`` (or its columns ``[..., d]``) weighted."""
+        if self._vector_env_reward:
+            return (reward * w[:self._num_extrinsic]).sum(-1)
+        return w[0] * reward
 
     def _reward_columns(self, ts: TimeStep) -> torch.Tensor:
         """``[B, T, k]``: the extrinsic reward, then each module's (unweighted: the RL
         algorithm weights the columns' advantages); its weights are set for the batch."""
         self._rl.reward_columns.set_weights(self._weights_for_batch())
-        return torch.stack([ts.reward] + self._intrinsic_rewards(ts), dim=-1)
+        extrinsic = ts.reward if self._vector_env_reward else ts.reward.unsqueeze(-1)
+        return torch.cat([extrinsic] + [r.unsqueeze(-1) for r in self._intrinsic_rewards(ts)],
+                         dim=-1)
 
     def train_from_unroll(self, experience: Experience) -> LossInfo:
         """On-policy (A2C, REINFORCE): the RL algorithm's own update from the fresh unroll
@@ -458,16 +484,26 @@ class Agent(RLAlgorithm):
         self._rl.summarize_train(experience, info, loss_info, step)
 
 
+def _num_extrinsic_columns(reward_spec: Any) -> int:
+    """``d`` of the env's reward ``[d]`` (1 for a scalar reward)."""
+    shape = tuple(getattr(reward_spec, "shape", ()))
+    if not isinstance(reward_spec, TensorSpec) or len(shape) > 1:
+        raise ConfigError(f"Agent: the env's reward must be a scalar or a vector of columns "
+                          f"[d], got reward_spec {reward_spec!r}")
+    return int(shape[0]) if shape else 1
+
+
 def _per_column(rl_algorithm_cls: Any, requested: Optional[bool],
-                reward_modules: Sequence[Any]) -> bool:
-    """Whether the RL algorithm gets the reward columns (``value_per_reward_column``)."""
+                num_other_columns: int) -> bool:
+    """Whether the RL algorithm gets the reward columns (``value_per_reward_column``);
+    ``num_other_columns``: the modules' columns plus a vector env reward's."""
     supported = bool(getattr(rl_algorithm_cls, "supports_reward_columns", False))
     if requested and not supported:
         name = getattr(rl_algorithm_cls, "__name__", repr(rl_algorithm_cls))
         raise ConfigError(f"Agent.value_per_reward_column=True: {name} learns from a scalar "
                           "reward; PPOAlgorithm, APPOAlgorithm and ImpalaAlgorithm learn one "
                           "value per column (or leave it unset: the weighted sum)")
-    return bool(reward_modules) and supported and requested is not False
+    return num_other_columns > 0 and supported and requested is not False
 
 
 def _encoded(experience: Experience, representation: RepresentationLearner) -> Experience:

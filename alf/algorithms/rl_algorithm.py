@@ -90,6 +90,7 @@ class RLAlgorithm(Algorithm):
         if env is not None:
             warnings.warn(f"{type(self).__name__}: RLAlgorithm no longer takes an env (the "
                           "Learner steps it); it is ignored", DeprecationWarning, stacklevel=2)
+        _check_reward_spec(self, reward_spec)
         self._observation_spec = observation_spec
         self._action_spec = action_spec
         self._reward_spec = reward_spec
@@ -190,3 +191,18 @@ class RLAlgorithm(Algorithm):
         """One gradient step on ``experience [B, L]``; returns ``(LossInfo, info [L, B])``.
         The default is :func:`alf.algorithms.replay_training.train_on_batch`."""
         return train_on_batch(self, experience)
+
+
+def _check_reward_spec(algorithm: "RLAlgorithm", reward_spec: Any) -> None:
+    """A vector reward ``[d]`` (an env's own columns) reaches only algorithms that take
+    reward columns (``supports_reward_columns``); the others are told to let an Agent
+    weigh the columns into their scalar reward."""
+    shape = tuple(getattr(reward_spec, "shape", ()))
+    if not shape or getattr(algorithm, "supports_reward_columns", False):
+        return
+    name = type(algorithm).__name__
+    raise ConfigError(
+        f"{name} learns from a scalar reward and the env's reward has columns "
+        f"(reward_spec {reward_spec!r}): compose it with an Agent, which weighs the "
+        f"columns: TrainerConfig.algorithm_ctor = @Agent, Agent.rl_algorithm_cls = @{name}, "
+        f"Agent.reward_weights = [...] (one per column; docs/design/agent.md)")

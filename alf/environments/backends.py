@@ -53,6 +53,7 @@ from alf.environments.env_ids import find_env_spec
 from alf.environments.env_request import EnvRequest
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.environments.thread_vector_env import ThreadVectorEnv
+from alf.environments.vector_reward import carry_vector_reward
 from alf.errors import UserError
 
 
@@ -61,7 +62,9 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
 
     Atari ids with ``request.atari`` set are built by
     :func:`alf.environments.make_atari_env` (preprocessing wrappers)
-    before the ``gym_wrappers``. Its action/observation space samplers are
+    before the ``gym_wrappers``. An env with a vector reward (``reward_space`` of shape
+    ``(d,)``) is wrapped last in :class:`~alf.environments.vector_reward.VectorRewardToInfo`.
+    Its action/observation space samplers are
     seeded with ``seed + env_id_offset + index``; the env itself is seeded by
     the vector env's first ``reset(seed=seed + env_id_offset)``.
     """
@@ -78,6 +81,7 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
         env = gym.make(request.env_name, **kwargs)
     for wrapper in request.gym_wrappers:
         env = wrapper(env)
+    env = carry_vector_reward(env)  # a [d] reward rides in info (alf/environments/vector_reward.py)
     env.action_space.seed(request.seed + request.env_id_offset + index)
     env.observation_space.seed(request.seed + request.env_id_offset + index)
     return env

@@ -31,8 +31,9 @@ from gymnasium.vector import AutoresetMode
 from alf.data_structures import StepType, TimeStep
 from alf.environments import spec_utils
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.vector_reward import batched_reward_vector, reward_dim_of
 from alf.errors import UserError
-from alf.tensor_specs import zeros_from_spec
+from alf.tensor_specs import TensorSpec, zeros_from_spec
 
 #: the ``info`` key by which an env or wrapper reports the action it executed instead of
 #: the agent's (read when :meth:`GymVectorEnvironment.report_executed_action` is on)
@@ -120,6 +121,9 @@ class GymVectorEnvironment(AlfEnvironment):
         self._act_space = act_space
         self._convert_action = spec_utils.ActionConverter(act_space, self._action_spec).convert
         self._reports_executed_action = False
+        self._reward_dim = reward_dim_of(vector_env)  # 0: scalar reward; d: [B, d] rewards
+        self._reward_shape = (self._batch_size, self._reward_dim) if self._reward_dim else \
+            (self._batch_size,)
         self._enforce_autoreset = enforce_autoreset
         self._info_hook = info_hook
         if self._is_async and step_timeout is not None:
@@ -174,6 +178,11 @@ class GymVectorEnvironment(AlfEnvironment):
     def action_spec(self) -> Any:
         return self._action_spec
 
+    def reward_spec(self) -> TensorSpec:
+        """``TensorSpec(())``, or ``TensorSpec([d])`` for an env's own vector reward
+        (alf/environments/vector_reward.py)."""
+        return TensorSpec((self._reward_dim,) if self._reward_dim else (), torch.float32)
+
     # --------------------------------------------------------------- control
     def seed(self, seed: int) -> None:
         self._check_no_pending_step("seed")
@@ -198,7 +207,7 @@ class GymVectorEnvironment(AlfEnvironment):
         self._any_reset = False
         return TimeStep(
             step_type=torch.full((b,), StepType.FIRST, dtype=torch.int32),
-            reward=torch.zeros(b, dtype=torch.float32),
+            reward=torch.zeros(self._reward_shape, dtype=torch.float32),
             discount=torch.ones(b, dtype=torch.float32),
             observation=self._convert_obs(obs),
             prev_action=zeros_from_spec(self._action_spec, b),
@@ -254,7 +263,10 @@ class GymVectorEnvironment(AlfEnvironment):
         any_reset = self._any_reset
         terminated = np.asarray(terminated, dtype=np.bool_)
         done = terminated | truncated
-        reward = np.asarray(reward).astype(np.float32)  # always a fresh float32 array
+        if self._reward_dim:
+            reward = batched_reward_vector(info, self._batch_size, self._reward_dim)
+        else:
+            reward = np.asarray(reward).astype(np.float32)  # always a fresh float32 array
         if any_reset and self._enforce_autoreset:
             # NEXT_STEP autoreset reports reward 0 / not done on reset rows;
             # re-impose it for vector envs not known to honour it.

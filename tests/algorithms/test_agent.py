@@ -180,8 +180,8 @@ def test_bad_compositions_are_one_error_each(clean_gin):
         Agent(OBS, ACTION, reward_modules=[_Constant], reward_weights=[1, 1, 1])
     with pytest.raises(ConfigError, match="set RNDRewardModule.optimizer"):
         RNDRewardModule(OBS, ACTION)
-    with pytest.raises(ConfigError, match="reward must be a scalar"):
-        Agent(OBS, ACTION, reward_spec=TensorSpec((2,)))
+    with pytest.raises(ConfigError, match="reward must be a scalar or a vector of columns"):
+        Agent(OBS, ACTION, reward_spec=TensorSpec((2, 3)))
 
 
 def test_reward_weights_follow_a_schedule_until_fixed_by_the_api(clean_gin):
