@@ -41,7 +41,11 @@ extrinsic columns ahead of the modules' (``reward_weights`` then has ``d + m``
 entries); with no module at all the Agent is how an algorithm that learns from a
 scalar reward (SAC, DQN, ...) weighs those columns.
 
-Not built yet (docs/design/agent.md): recurrent representation learners.
+A recurrent representation learner (an encoder with a state: features of the history)
+has its state carried in the Agent's (``AgentState.representation``): reset at episode
+starts like any policy state, stored with each step, and the start of every trained
+sequence ``[B, L]``, which the encoder runs over (truncated back-propagation through
+``L`` steps); the learner trains by its ``sequence_loss`` on the same sequences.
 """
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -65,12 +69,19 @@ _REGIME = ("on_policy", "whole_replay_buffer_training", "clear_replay_buffer",
            "replay_sample_blocks", "learner_class", "trains_on_behaviour_log_probs")
 
 
-class OnPolicyAgentState(NamedTuple):
-    """The rollout state of an Agent around an on-policy algorithm with reward modules:
-    the RL algorithm's, and the observation ``[B, ...]`` of the previous step (the
-    modules' transition ``prev_observation -> observation``)."""
+class AgentState(NamedTuple):
+    """The Agent's state where it needs one of its own (else it is the RL algorithm's):
+    the RL algorithm's state, the observation ``[B, ...]`` of the previous step (around
+    an on-policy algorithm with reward modules: the modules' transition
+    ``prev_observation -> observation`` while acting) and a recurrent representation
+    learner's encoder state ``[B, ...]``; ``()`` where unused."""
     rl: Any = ()
     prev_observation: Any = ()
+    representation: Any = ()
+
+
+#: the name of AgentState before recurrent representation learners
+OnPolicyAgentState = AgentState
 
 
 @alf.configurable
@@ -121,15 +132,10 @@ class Agent(RLAlgorithm):
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "Agent"):
         num_extrinsic = _num_extrinsic_columns(reward_spec)
-        representation = None
+        representation = _build_representation(representation_learner_cls, observation_spec,
+                                                action_spec, context)
         rl_observation_spec = observation_spec
-        if representation_learner_cls is not None:
-            representation = representation_learner_cls(
-                observation_spec=observation_spec, action_spec=action_spec, context=context)
-            if not isinstance(representation, RepresentationLearner):
-                raise ConfigError(
-                    f"Agent.representation_learner_cls: {type(representation).__name__} is "
-                    "not a RepresentationLearner (alf.algorithms.representation_learner)")
+        if representation is not None:
             rl_observation_spec = representation.output_spec
             context = representation.context
         per_column = _per_column(rl_algorithm_cls, value_per_reward_column,
@@ -144,28 +150,24 @@ class Agent(RLAlgorithm):
             if not isinstance(m, RewardModule):
                 raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
                                   "RewardModule (alf.algorithms.reward_module)")
-        weights = [1.0] * num_columns if reward_weights is None else list(reward_weights)
-        if len(weights) != num_columns:
-            extrinsic = ("the extrinsic reward's" if num_extrinsic == 1 else
-                         f"one per column of the env's reward ({num_extrinsic})")
-            raise ConfigError(f"Agent.reward_weights has {len(weights)} values; it needs "
-                              f"{num_columns}: {extrinsic}, then one per reward module")
-        try:
-            schedules = [as_schedule(w) for w in weights]
-        except TypeError:
-            raise ConfigError(f"Agent.reward_weights = {weights!r}: each must be a number or "
-                              "a schedule (e.g. @LinearSchedule())") from None
+        schedules = _weight_schedules(reward_weights, num_columns, num_extrinsic)
         self._num_extrinsic = num_extrinsic
         self._vector_env_reward = bool(reward_spec.shape)
         self._composes = bool(modules) or self._vector_env_reward
         # on-policy (A2C): rewards are composed while acting, from the previous observation
         self._rewards_in_rollout = bool(rl.on_policy and self._composes)
-        rollout_state_spec = (OnPolicyAgentState(rl.rollout_state_spec, observation_spec)
-                              if self._rewards_in_rollout else rl.rollout_state_spec)
+        self._recurrent = representation is not None and representation.is_recurrent
+        repr_state = representation.state_spec if self._recurrent else ()
+        rollout_state_spec = (
+            AgentState(rl.rollout_state_spec,
+                       observation_spec if self._rewards_in_rollout else (), repr_state)
+            if self._rewards_in_rollout or self._recurrent else rl.rollout_state_spec)
+        predict_state_spec = (AgentState(rl.predict_state_spec, (), repr_state)
+                              if self._recurrent else rl.predict_state_spec)
         super().__init__(observation_spec, action_spec, reward_spec, context=rl.context,
                          train_state_spec=rl.train_state_spec,
                          rollout_state_spec=rollout_state_spec,
-                         predict_state_spec=rl.predict_state_spec,
+                         predict_state_spec=predict_state_spec,
                          debug_summaries=debug_summaries, name=name)
         self._rl = rl
         self._per_column = per_column
@@ -250,26 +252,34 @@ class Agent(RLAlgorithm):
         return self._rl.replay_sequence_length()
 
     # ----------------------------------------------------------- acting
-    def _represented(self, time_step: TimeStep) -> TimeStep:
-        """``time_step`` with the observation ``[N, ...]`` encoded to ``[N, F]`` (unchanged
-        without a representation learner)."""
+    def _represented(self, time_step: TimeStep, state: Any = ()) -> Tuple[TimeStep, Any]:
+        """``(time_step with the observation [N, ...] encoded to [N, F], the encoder's
+        next state)`` (unchanged without a representation learner; ``state`` is a
+        recurrent encoder's)."""
         if self._representation is None:
-            return time_step
-        return time_step._replace(
-            observation=self._representation.encode(time_step.observation))
+            return time_step, state
+        features, state = self._representation.encode_step(time_step.observation, state)
+        return time_step._replace(observation=features), state
 
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        return self._rl.predict_step(self._represented(time_step), state)
+        if not self._recurrent:
+            return self._rl.predict_step(self._represented(time_step)[0], state)
+        ts, repr_state = self._represented(time_step, state.representation)
+        step = self._rl.predict_step(ts, state.rl)
+        return step._replace(state=AgentState(step.state, (), repr_state))
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        if not self._rewards_in_rollout:
-            return self._rl.rollout_step(self._represented(time_step), state)
-        # on-policy with reward modules: the RL algorithm acts on (and its loss trains
-        # through) the composed reward of this step's transition
-        reward = self._step_reward(time_step, state.prev_observation)
-        step = self._rl.rollout_step(self._represented(time_step._replace(reward=reward)),
-                                     state.rl)
-        return step._replace(state=OnPolicyAgentState(step.state, time_step.observation))
+        if not (self._rewards_in_rollout or self._recurrent):
+            return self._rl.rollout_step(self._represented(time_step)[0], state)
+        if self._rewards_in_rollout:
+            # on-policy with reward modules: the RL algorithm acts on (and its loss trains
+            # through) the composed reward of this step's transition
+            time_step = time_step._replace(
+                reward=self._step_reward(time_step, state.prev_observation))
+        ts, repr_state = self._represented(time_step, state.representation)
+        step = self._rl.rollout_step(ts, state.rl)
+        prev_observation = time_step.observation if self._rewards_in_rollout else ()
+        return step._replace(state=AgentState(step.state, prev_observation, repr_state))
 
     def _step_reward(self, ts: TimeStep, prev_observation: Any) -> torch.Tensor:
         """``[B]``: the weighted sum of the extrinsic reward and each module's reward of
@@ -316,8 +326,12 @@ class Agent(RLAlgorithm):
                 f"{tuple(steps.shape)} -> {tuple(kept.shape)} in a way a representation "
                 "learner cannot follow (it may keep a prefix of the time axis)")
         length = kept.shape[1]
-        return out._replace(time_step=out.time_step._replace(
+        out = out._replace(time_step=out.time_step._replace(
             observation=alf_nest.map_structure(lambda x: x[:, :length], raw)))
+        if isinstance(experience.state, AgentState):  # the Agent's state, not the RL one's
+            out = out._replace(state=alf_nest.map_structure(lambda x: x[:, :length],
+                                                            experience.state))
+        return out
 
     def _transitions(self, ts: TimeStep) -> Tuple[Any, Any, Any, torch.Tensor]:
         """``(prev_observation, prev_action, observation, valid)`` flattened to
@@ -393,9 +407,12 @@ class Agent(RLAlgorithm):
         loss_info = self._rl.train_from_unroll(experience)
         if self._representation is not None or self._reward_modules:
             batch_major = alf_nest.map_structure(lambda x: x.transpose(0, 1), experience)
-            batch_major = batch_major._replace(time_step=batch_major.time_step._replace(
-                observation=alf_nest.map_structure(lambda x: x.detach(),
-                                                   batch_major.time_step.observation)))
+            # the parts' losses start new graphs: the rollout's (A2C's) is spent
+            batch_major = batch_major._replace(
+                time_step=batch_major.time_step._replace(
+                    observation=alf_nest.map_structure(lambda x: x.detach(),
+                                                       batch_major.time_step.observation)),
+                state=alf_nest.map_structure(lambda x: x.detach(), batch_major.state))
             if self._representation is not None:
                 self._update_representation(batch_major)
             self._update_reward_modules(batch_major)
@@ -443,6 +460,9 @@ class Agent(RLAlgorithm):
         representation = self._representation
         ts = experience.time_step
         keep = self._encoder_trained_by_rl
+        if self._recurrent:
+            self._update_recurrent_representation(experience)
+            return
         if ts.step_type.shape[1] >= 2:
             prev_obs, prev_action, obs, valid = self._transitions(ts)
         elif representation.uses_previous_step:
@@ -457,6 +477,23 @@ class Agent(RLAlgorithm):
             valid = torch.ones_like(ts.step_type[:, 0], dtype=torch.bool)
         loss = representation.update(prev_obs, prev_action, obs, valid,
                                      keep_existing_grads=keep)
+        if self._context.should_summarize():
+            self._context.add_iteration_scalar(f"Loss/{representation.name}/loss", loss.loss)
+
+    def _update_recurrent_representation(self, experience: Experience) -> None:
+        """A recurrent learner's step on the batch's sequences ``[B, L]``, from the encoder
+        state stored with each sequence's first step."""
+        representation = self._representation
+        ts = experience.time_step
+        if ts.step_type.shape[1] < 2:
+            raise ConfigError(
+                f"{representation.name} is recurrent and learns from sequences, and the "
+                "mini-batches hold single steps: set TrainerConfig.mini_batch_length to 2 "
+                "or more")
+        initial = alf_nest.map_structure(lambda x: x[:, 0], experience.state.representation)
+        loss = representation.update_on_sequence(
+            ts.observation, ts.prev_action, ts.step_type, initial,
+            keep_existing_grads=self._encoder_trained_by_rl)
         if self._context.should_summarize():
             self._context.add_iteration_scalar(f"Loss/{representation.name}/loss", loss.loss)
 
@@ -506,14 +543,56 @@ def _per_column(rl_algorithm_cls: Any, requested: Optional[bool],
     return num_other_columns > 0 and supported and requested is not False
 
 
+def _build_representation(ctor: Optional[Callable[..., RepresentationLearner]],
+                          observation_spec: Any, action_spec: Any,
+                          context: Optional[RunContext]) -> Optional[RepresentationLearner]:
+    """The representation learner ``ctor`` builds (None without one), checked."""
+    if ctor is None:
+        return None
+    representation = ctor(observation_spec=observation_spec, action_spec=action_spec,
+                          context=context)
+    if not isinstance(representation, RepresentationLearner):
+        raise ConfigError(
+            f"Agent.representation_learner_cls: {type(representation).__name__} is "
+            "not a RepresentationLearner (alf.algorithms.representation_learner)")
+    _check_recurrent(representation)
+    return representation
+
+
+def _weight_schedules(reward_weights: Optional[Sequence[ScheduleLike]], num_columns: int,
+                      num_extrinsic: int) -> list:
+    """One schedule per reward column from ``Agent.reward_weights`` (default: all 1)."""
+    weights = [1.0] * num_columns if reward_weights is None else list(reward_weights)
+    if len(weights) != num_columns:
+        extrinsic = ("the extrinsic reward's" if num_extrinsic == 1 else
+                     f"one per column of the env's reward ({num_extrinsic})")
+        raise ConfigError(f"Agent.reward_weights has {len(weights)} values; it needs "
+                          f"{num_columns}: {extrinsic}, then one per reward module")
+    try:
+        return [as_schedule(w) for w in weights]
+    except TypeError:
+        raise ConfigError(f"Agent.reward_weights = {weights!r}: each must be a number or "
+                          "a schedule (e.g. @LinearSchedule())") from None
+
+
+def _check_recurrent(representation: Optional[RepresentationLearner]) -> None:
+    """A recurrent representation learner must say how it trains on sequences."""
+    if (representation is not None and representation.is_recurrent
+            and type(representation).sequence_loss is RepresentationLearner.sequence_loss):
+        raise ConfigError(f"{type(representation).__name__} has a recurrent encoder "
+                          "(a non-empty state_spec), so it trains on sequences: it must "
+                          "implement sequence_loss (RepresentationLearner.sequence_loss)")
+
+
 def _encoded(experience: Experience, representation: RepresentationLearner) -> Experience:
-    """``experience [B, T]`` with each observation replaced by its features ``[B, T, F]``."""
-    def encode(observation: Any) -> torch.Tensor:
-        first = alf_nest.flatten(observation)[0]
-        B, T = first.shape[:2]
-        flat = alf_nest.map_structure(lambda x: x.reshape((B * T,) + tuple(x.shape[2:])),
-                                      observation)
-        features = representation.encode(flat)
-        return features.reshape(B, T, -1)
-    ts = experience.time_step
-    return experience._replace(time_step=ts._replace(observation=encode(ts.observation)))
+    """``experience [B, T]`` for the RL algorithm: each observation replaced by its
+    features ``[B, T, F]`` (a recurrent encoder runs from the state stored with each
+    sequence's first step) and the Agent's state, if it has one, by the RL algorithm's."""
+    ts, state = experience.time_step, experience.state
+    initial = ()
+    if isinstance(state, AgentState):
+        if representation.is_recurrent:
+            initial = alf_nest.map_structure(lambda x: x[:, 0], state.representation)
+        state = state.rl
+    features = representation.encode_sequence(ts.observation, ts.step_type, initial)
+    return experience._replace(time_step=ts._replace(observation=features), state=state)

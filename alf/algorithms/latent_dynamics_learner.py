@@ -15,8 +15,15 @@ augmentation or projection heads) and the "ZP" objective analysed by Ni et al. 2
 ("Bridging State and History Representations: Understanding Self-Predictive RL"),
 where an EMA target (or stop-gradient) is what keeps the latent from collapsing to a
 constant. The gradient reaches ``phi`` through ``z_prev`` only.
+
+With ``recurrent=True`` the encoder is an LSTM over the observation history (``z_t =
+phi(s_1..t)``, the history representation Ni et al. 2024 study under partial
+observability): the loss is the same per transition of a sequence, both encoders
+running over the sequence from the state stored with its first step (the target
+encoder starts from the online encoder's stored state: the state of the EMA copy is
+not stored).
 """
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +31,8 @@ import torch.nn.functional as F
 import alf
 from alf.algorithms.representation_learner import RepresentationLearner
 from alf.errors import ConfigError
-from alf.networks import EncodingNetwork
+from alf.data_structures import StepType
+from alf.networks import EncodingNetwork, LSTMEncodingNetwork
 from alf.tensor_specs import TensorSpec
 from alf.utils.action_features import ActionFeatures
 from alf.utils.optimizers import OptimizerFactory
@@ -47,6 +55,9 @@ class LatentDynamicsLearner(RepresentationLearner):
         dynamics_fc_layer_params: hidden layers of the dynamics model ``g``.
         target_tau: the target encoder moves ``tau`` of the way to the encoder after
             each update (SPR: 0.01; 1 would copy it, a plain stop-gradient).
+        recurrent: the encoder is an LSTM of ``feature_size`` units after the
+            ``fc_layer_params`` layers (features of the history; trained on sequences of
+            ``TrainerConfig.mini_batch_length`` >= 2 steps).
     """
 
     uses_previous_step = True
@@ -57,6 +68,7 @@ class LatentDynamicsLearner(RepresentationLearner):
                  feature_size: int = 64,
                  dynamics_fc_layer_params: Sequence[int] = (64,),
                  target_tau: float = 0.01,
+                 recurrent: bool = False,
                  optimizer: Optional[OptimizerFactory] = None,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "LatentDynamicsLearner"):
@@ -66,11 +78,18 @@ class LatentDynamicsLearner(RepresentationLearner):
             raise ConfigError(f"{name}.target_tau = {target_tau} is out of range: it must be "
                               "in (0, 1]")
         self._actions = ActionFeatures(action_spec, name)
-        # tanh keeps the features the RL networks see bounded whatever the loss does
-        self.encoder = EncodingNetwork(observation_spec, conv_layer_params=conv_layer_params,
-                                       fc_layer_params=fc_layer_params, activation=torch.relu,
-                                       last_layer_size=feature_size,
-                                       last_activation=torch.tanh, name="LatentEncoder")
+        # tanh (an LSTM's h too) keeps the features the RL networks see bounded
+        if recurrent:
+            self.encoder = LSTMEncodingNetwork(
+                observation_spec, hidden_size=feature_size, pre_fc_layer_params=fc_layer_params,
+                activation=torch.relu, conv_layer_params=conv_layer_params,
+                name="LatentLSTMEncoder")
+        else:
+            self.encoder = EncodingNetwork(
+                observation_spec, conv_layer_params=conv_layer_params,
+                fc_layer_params=fc_layer_params, activation=torch.relu,
+                last_layer_size=feature_size, last_activation=torch.tanh,
+                name="LatentEncoder")
         self._dynamics = EncodingNetwork(
             TensorSpec((feature_size + self._actions.size,)),
             fc_layer_params=dynamics_fc_layer_params, activation=torch.relu,
@@ -94,6 +113,25 @@ class LatentDynamicsLearner(RepresentationLearner):
         with torch.no_grad():
             target = self._target_encoder(observation)[0]
         return 2.0 - 2.0 * F.cosine_similarity(predicted, target, dim=-1, eps=1e-6)
+
+    def sequence_loss(self, observation: Any, prev_action: torch.Tensor,
+                      step_type: torch.Tensor, initial_state: Any
+                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Recurrent: ``(loss [B, L - 1], valid [B, L - 1])``, the cosine distance between
+        ``g(z_{t-1}, a_{t-1})`` and the target encoder's ``z_t`` over sequences
+        ``[B, L]`` (see :meth:`RepresentationLearner.sequence_loss`)."""
+        B, L = step_type.shape[:2]
+        z = self.encode_sequence(observation, step_type, initial_state)
+        with torch.no_grad():
+            target = self.encode_sequence(observation, step_type, initial_state,
+                                          encoder=self._target_encoder)
+        n = B * (L - 1)
+        action = prev_action[:, 1:].reshape((n,) + tuple(prev_action.shape[2:]))
+        predicted = self._dynamics(torch.cat([z[:, :-1].reshape(n, -1),
+                                              self._actions(action)], -1))[0]
+        loss = 2.0 - 2.0 * F.cosine_similarity(predicted, target[:, 1:].reshape(n, -1),
+                                               dim=-1, eps=1e-6)
+        return loss.reshape(B, L - 1), step_type[:, 1:] != StepType.FIRST
 
     def after_update_step(self) -> None:
         """The target encoder moves ``target_tau`` towards the encoder."""

@@ -24,13 +24,25 @@ subclass hands the parts only training reads (predictors, target encoders) to
 
 A new learner is a subclass that sets ``self.encoder`` (a network whose first output
 is ``[N, F]``) and implements :meth:`loss`.
+
+*Recurrent* learners (an encoder with a state, e.g.
+:class:`~alf.networks.LSTMEncodingNetwork`: features of the history, not of one
+observation) have a non-empty :attr:`state_spec`. The Agent then carries the encoder's
+state in its own (``AgentState.representation``), so it is reset at episode starts
+like any policy state and stored with each step; a trained batch ``[B, L]`` is encoded
+by :meth:`encode_sequence` from its first step's stored state (truncated
+back-propagation through the ``L`` steps), and the learner trains by
+:meth:`sequence_loss` (which a recurrent subclass implements) on the same sequence.
 """
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
 
+from alf import nest as alf_nest
 from alf.algorithms.agent_part import AgentPart
+from alf.data_structures import LossInfo, StepType
 from alf.tensor_specs import TensorSpec
+from alf.utils.tensor_utils import reset_state_if_necessary
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
@@ -69,8 +81,71 @@ class RepresentationLearner(AgentPart):
 
     def encode(self, observation: Any) -> torch.Tensor:
         """``[N, ...]`` observations -> ``[N, F]`` features (with gradient into the encoder
-        when autograd is on)."""
+        when autograd is on); a feed-forward encoder's (see :meth:`encode_step`)."""
         return self.encoder(observation)[0]
+
+    @property
+    def state_spec(self) -> Any:
+        """The encoder's state for one env (``()`` for a feed-forward encoder)."""
+        return getattr(self.encoder, "state_spec", ())
+
+    @property
+    def is_recurrent(self) -> bool:
+        return not alf_nest.is_empty(self.state_spec)
+
+    def get_initial_state(self, batch_size: int) -> Any:
+        """Zeros of :attr:`state_spec` ``[batch_size, ...]``: an episode's start."""
+        return self.encoder.get_initial_state(batch_size) if self.is_recurrent else ()
+
+    def encode_step(self, observation: Any, state: Any) -> Tuple[torch.Tensor, Any]:
+        """One step: observations ``[N, ...]`` and the encoder's state before them ->
+        ``(features [N, F], state after them)`` (the state stays ``()`` when
+        feed-forward). The caller resets the state at episode starts."""
+        if not self.is_recurrent:
+            return self.encode(observation), state
+        return self.encoder(observation, state)
+
+    def encode_sequence(self, observation: Any, step_type: torch.Tensor, initial_state: Any,
+                        encoder: Optional[torch.nn.Module] = None) -> torch.Tensor:
+        """Observations ``[B, L, ...]`` -> features ``[B, L, F]``: a recurrent encoder
+        (``encoder``, default this learner's; e.g. a target copy of it) runs from
+        ``initial_state [B, ...]`` (the state stored with each sequence's first step),
+        restarting from zeros where ``step_type [B, L]`` is ``FIRST``; a feed-forward one
+        encodes all ``B * L`` observations at once."""
+        encoder = self.encoder if encoder is None else encoder
+        B, L = step_type.shape[:2]
+        if not self.is_recurrent:
+            flat = alf_nest.map_structure(lambda x: x.reshape((B * L,) + tuple(x.shape[2:])),
+                                          observation)
+            return encoder(flat)[0].reshape(B, L, -1)
+        zeros = self.get_initial_state(B)
+        state, features = initial_state, []
+        for t in range(L):
+            state = reset_state_if_necessary(state, zeros, step_type[:, t] == StepType.FIRST)
+            z, state = encoder(alf_nest.map_structure(lambda x: x[:, t], observation), state)
+            features.append(z)
+        return torch.stack(features, dim=1)
+
+    def sequence_loss(self, observation: Any, prev_action: Any, step_type: torch.Tensor,
+                      initial_state: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+        """A recurrent learner's own loss on sequences ``[B, L]`` (from the stored state
+        ``initial_state [B, ...]`` of their first step): ``(loss [B, L - 1], valid
+        [B, L - 1])`` for the transitions ``t - 1 -> t``; ``valid`` is False where step
+        ``t`` starts an episode. Feed-forward learners train by :meth:`loss` instead."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has a recurrent encoder: it must implement "
+            "sequence_loss (RepresentationLearner.sequence_loss)")
+
+    def update_on_sequence(self, observation: Any, prev_action: Any, step_type: torch.Tensor,
+                           initial_state: Any, keep_existing_grads: bool = False) -> LossInfo:
+        """One gradient step of :meth:`sequence_loss` (a recurrent learner's
+        :meth:`update`)."""
+        loss, valid = self.sequence_loss(observation, prev_action, step_type, initial_state)
+        info = self.update_with_gradient(LossInfo(loss=loss), valid_masks=valid.to(loss.dtype),
+                                         count_update=False,
+                                         keep_existing_grads=keep_existing_grads)
+        self.after_update_step()
+        return info
 
     def clear_grads(self) -> None:
         """Drop every gradient on this learner's parameters (before the RL step of a
