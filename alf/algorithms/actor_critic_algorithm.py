@@ -146,5 +146,8 @@ def _reward_columns(name: str, reward_spec: Any, supported: bool) -> Optional[in
         raise ConfigError(f"{name}: reward_spec {reward_spec!r} is not supported: "
                           + ("one value per reward column needs a vector reward [k]"
                              if supported else "it learns from a scalar reward (PPOAlgorithm, "
-                             "APPOAlgorithm and ImpalaAlgorithm take reward columns)"))
+                             "APPOAlgorithm and ImpalaAlgorithm take reward columns); an "
+                             "Agent weighs an env's columns into one: TrainerConfig."
+                             f"algorithm_ctor = @Agent, Agent.rl_algorithm_cls = @{name}, "
+                             "Agent.reward_weights = [...] (one per column)"))
     return int(shape[0])

@@ -247,6 +247,12 @@ class Agent(RLAlgorithm):
 
     def check_training_config(self, config: Any) -> None:
         self._rl.check_training_config(config)
+        length = self._rl.replay_sequence_length() or config.mini_batch_length
+        if self._recurrent and not self._rl.on_policy and length < 2:
+            raise ConfigError(
+                f"{self._representation.name} is recurrent and learns from sequences, and "
+                "the mini-batches hold single steps: set TrainerConfig.mini_batch_length to "
+                "2 or more")
 
     def replay_sequence_length(self) -> Optional[int]:
         return self._rl.replay_sequence_length()

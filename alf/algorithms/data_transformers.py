@@ -363,6 +363,12 @@ class RewardNormalizer(DataTransformer):
 
     def transform_timestep(self, time_step: TimeStep, state: torch.Tensor) -> Tuple[TimeStep, torch.Tensor]:
         reward = time_step.reward
+        if tuple(reward.shape[1:]) != tuple(self.return_stats.shape):
+            raise ConfigError(
+                f"RewardNormalizer: the reward has shape {tuple(reward.shape[1:])} per env and "
+                f"RewardNormalizer.reward_shape is {tuple(self.return_stats.shape)}: set "
+                f"RewardNormalizer.reward_shape = {tuple(reward.shape[1:])} (one statistic per "
+                "reward column)")
         is_first = time_step.step_type == StepType.FIRST  # [B]
         first = is_first.reshape(is_first.shape + (1,) * (reward.ndim - is_first.ndim))
         ret = torch.where(first, torch.zeros_like(state), state * self._gamma + reward)

@@ -112,12 +112,14 @@ class RepresentationLearner(AgentPart):
         ``initial_state [B, ...]`` (the state stored with each sequence's first step),
         restarting from zeros where ``step_type [B, L]`` is ``FIRST``; a feed-forward one
         encodes all ``B * L`` observations at once."""
-        encoder = self.encoder if encoder is None else encoder
         B, L = step_type.shape[:2]
         if not self.is_recurrent:
             flat = alf_nest.map_structure(lambda x: x.reshape((B * L,) + tuple(x.shape[2:])),
                                           observation)
-            return encoder(flat)[0].reshape(B, L, -1)
+            # this learner's encode (a subclass may override it), as when acting
+            features = self.encode(flat) if encoder is None else encoder(flat)[0]
+            return features.reshape(B, L, -1)
+        encoder = self.encoder if encoder is None else encoder
         zeros = self.get_initial_state(B)
         state, features = initial_state, []
         for t in range(L):

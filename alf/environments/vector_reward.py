@@ -28,15 +28,21 @@ REWARD_DIM_KEY = "alf_reward_dim"
 
 
 def declared_reward_dim(env: gym.Env) -> int:
-    """``d`` when ``env`` declares a vector reward (``reward_space`` of shape ``(d,)``),
-    else 0 (a scalar reward).
+    """``d`` when ``env`` declares a vector reward (``reward_space`` of shape ``(d,)`` on
+    the outermost layer, wrapper or env, that has the attribute; a wrapper that
+    scalarises the reward sets it to None), else 0 (a scalar reward).
 
     Raises:
         UserError: a ``reward_space`` alf cannot carry (not a 1-D Box).
     """
-    space = getattr(env, "reward_space", None)
-    if space is None:
-        space = getattr(env.unwrapped, "reward_space", None)
+    space, layer = None, env
+    while True:  # the outermost layer that declares one (gymnasium 1.x does not forward)
+        if "reward_space" in vars(layer) or hasattr(type(layer), "reward_space"):
+            space = layer.reward_space
+            break
+        if not isinstance(layer, gym.Wrapper):
+            break
+        layer = layer.env
     if space is None:
         return 0
     if not (isinstance(space, gym.spaces.Box) and len(space.shape) <= 1):
@@ -66,7 +72,10 @@ class VectorRewardToInfo(gym.Wrapper):
         if vector.shape != (self._reward_dim,):
             raise UserError(f"Environment {self.env.spec.id if self.env.spec else ''}: its "
                             f"reward_space has {self._reward_dim} columns but step returned "
-                            f"a reward of shape {np.shape(reward)}.")
+                            f"a reward of shape {np.shape(reward)}. alf reads reward_space "
+                            "from the outermost wrapper that has one, else the unwrapped "
+                            "env: a wrapper that turns the reward into a scalar sets "
+                            "self.reward_space = None.")
         info = dict(info)
         info[REWARD_VECTOR_KEY] = vector
         return obs, 0.0, terminated, truncated, info

@@ -181,12 +181,15 @@ def test_ppo_and_appo_train_and_resume(make_trainer, tmp_path, async_mode):
 
 
 def test_single_step_mini_batches_are_refused(make_trainer, alf_cli, tmp_path):
-    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO + RECURRENT.format(
-        rl="PPOAlgorithm") + "TrainerConfig.mini_batch_length = 1\n")
     with pytest.raises(ConfigError, match="recurrent and learns from sequences.*"
                                           "mini_batch_length to 2 or more"):
-        trainer.run()
-    trainer.close()
+        trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO + RECURRENT.format(
+            rl="PPOAlgorithm") + "TrainerConfig.mini_batch_length = 1\n")
+        try:
+            trainer.run()
+        finally:
+            trainer.close()
+    assert not os.path.exists(tmp_path / "run" / "train")  # refused before any training
 
 
 def test_a2c_trains_through_the_recurrent_encoder(make_trainer, alf_cli, tmp_path):

@@ -57,3 +57,42 @@ def test_a_reward_that_does_not_match_its_reward_space_is_one_error():
 def test_a_reward_space_alf_cannot_carry_is_one_error():
     with pytest.raises(UserError, match="is not a scalar or a 1-D Box"):
         create_environment(ENV, 1, backend="sync", env_kwargs={"reward_shape": (2, 2)})
+
+
+class _Scalarised(gym.Wrapper):
+    """MO-Gymnasium's LinearReward, in short: a weighted sum, and no reward_space."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.reward_space = None
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, float(reward @ [0.25, 0.75]), terminated, truncated, info
+
+
+def test_a_wrapper_that_scalarises_the_reward_gives_a_scalar_reward():
+    env = create_environment(ENV, 1, backend="sync", gym_wrappers=[_Scalarised])
+    try:
+        assert tuple(env.reward_spec().shape) == ()
+        env.reset()
+        rewards = [float(env.step(torch.tensor([0])).reward) for _ in range(3)]
+    finally:
+        env.close()
+    assert rewards == [0.0, 0.0, 0.75]  # the left goal, weighted
+
+
+def test_reward_normalizer_on_columns_names_its_setting(clean_gin):
+    from alf.algorithms.data_transformers import RewardNormalizer
+    from alf.data_structures import TimeStep
+    from alf.errors import ConfigError
+    from alf.tensor_specs import TensorSpec
+    norm = RewardNormalizer(TensorSpec((1,)))
+    ts = TimeStep(step_type=torch.ones(3, dtype=torch.int32), reward=torch.ones(3, 2),
+                  discount=torch.ones(3), observation=torch.zeros(3, 1),
+                  prev_action=torch.zeros(3), env_id=torch.arange(3), env_info={})
+    with pytest.raises(ConfigError, match=r"set RewardNormalizer.reward_shape = \(2,\)"):
+        norm.transform_timestep(ts, torch.zeros(3))
+    ok = RewardNormalizer(TensorSpec((1,)), reward_shape=(2,))
+    out, state = ok.transform_timestep(ts, torch.zeros(3, 2))
+    assert out.reward.shape == (3, 2) and state.shape == (3, 2)

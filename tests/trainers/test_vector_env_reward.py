@@ -151,3 +151,10 @@ def test_async_collection_carries_the_columns(make_trainer, tmp_path, policy_wor
         assert _first_move(trainer.algorithm) == 0  # the left goal
     finally:
         trainer.close()
+
+
+def test_a2c_given_columns_is_told_to_use_an_agent(clean_gin):
+    from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm
+    with pytest.raises(ConfigError, match=r"Agent.rl_algorithm_cls = @ActorCriticAlgorithm"):
+        ActorCriticAlgorithm(TensorSpec((1,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                             reward_spec=TensorSpec((2,)))
