@@ -384,10 +384,19 @@ class Agent(RLAlgorithm):
     def _composed_reward(self, ts: TimeStep) -> torch.Tensor:
         """``[B, T]`` weighted sum of the extrinsic reward and each module's."""
         w = self._weights_for_batch().to(ts.reward.dtype)
+        self._summarize_env_columns(ts.reward)
         total = self._weighted_extrinsic(ts.reward, w)
         for i, r in enumerate(self._intrinsic_rewards(ts)):
             total[:, 1:] += w[self._num_extrinsic + i] * r[:, 1:]
         return total
+
+    def _summarize_env_columns(self, reward: torch.Tensor) -> None:
+        """``Reward/extrinsic_<i>/mean`` of an env's reward columns ``[B, T, d]`` in a
+        trained batch (a scalar env reward is the progress line's return)."""
+        if self._vector_env_reward and self._context.should_summarize():
+            for i, mean in enumerate(reward.reshape(-1, self._num_extrinsic).mean(0).tolist()):
+                self._context.add_iteration_scalar(f"Reward/extrinsic_{i}/mean", mean,
+                                                   reduce="last")
 
     def _weighted_extrinsic(self, reward: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``[...]``: the env's reward ``[...]`` (or its columns ``[..., d]``) weighted."""
@@ -399,6 +408,7 @@ class Agent(RLAlgorithm):
         """``[B, T, k]``: the extrinsic reward, then each module's (unweighted: the RL
         algorithm weights the columns' advantages); its weights are set for the batch."""
         self._rl.reward_columns.set_weights(self._weights_for_batch())
+        self._summarize_env_columns(ts.reward)
         extrinsic = ts.reward if self._vector_env_reward else ts.reward.unsqueeze(-1)
         return torch.cat([extrinsic] + [r.unsqueeze(-1) for r in self._intrinsic_rewards(ts)],
                          dim=-1)

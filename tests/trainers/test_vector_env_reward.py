@@ -60,10 +60,26 @@ def _first_move(agent) -> int:
 @pytest.mark.parametrize("weights,goal", [([1.0, 0.0], 1), ([0.0, 1.0], 0)],
                          ids=["right", "left"])
 def test_the_weights_choose_the_goal(make_trainer, tmp_path, conf, weights, goal):
-    trainer = make_trainer(tmp_path / "run", conf, [f"Agent.reward_weights={weights}"])
+    trainer = make_trainer(tmp_path / "run", conf, [f"Agent.reward_weights={weights}",
+                                                    "TrainerConfig.summary_interval=1"])
+    means = {}
+    add = trainer.context.add_iteration_scalar
+
+    def spy(tag, value, reduce="mean"):
+        if tag.startswith("Reward/extrinsic_") and tag.endswith("/mean"):
+            means.setdefault(tag, []).append(value)
+        add(tag, value, reduce)
+
+    trainer.context.add_iteration_scalar = spy
     try:
         trainer.run()
         agent = trainer.algorithm
+        # each column's mean reward in the trained batches is summarised; the learned
+        # goal's column ends higher
+        assert set(means) == {"Reward/extrinsic_0/mean", "Reward/extrinsic_1/mean"}
+        learned, other = (("0", "1") if goal == 1 else ("1", "0"))
+        assert means[f"Reward/extrinsic_{learned}/mean"][-1] > \
+            means[f"Reward/extrinsic_{other}/mean"][-1]
         assert agent.reward_column_names == ["extrinsic_0", "extrinsic_1"]
         assert agent.reward_weights.tolist() == weights
         if conf is PPO:  # one value per column
