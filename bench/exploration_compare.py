@@ -26,18 +26,18 @@ both tables and each run's wall time (the issue's bar: under 30 minutes per run 
 cores) and the machine's load.
 """
 import argparse
-import csv
 import json
 import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from rnd_exploration import finished, read_csv as read_curve  # noqa: E402
 from train_runs import run_train  # noqa: E402
 
 #: task -> arms (label -> conf), budget, evaluation cadence, extra bindings, target
@@ -61,20 +61,6 @@ TASKS: Dict[str, Dict] = {
         "seeds": [1, 2, 3],  # seed 0 chose the RND weight
     },
 }
-
-
-def read_curve(path: str, column: str) -> List[Tuple[int, float]]:
-    """``(env_steps, column)`` of the rows of a run's csv that have the column."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [(int(r["env_steps"]), float(r[column])) for r in csv.DictReader(f)
-                if r.get(column)]
-
-
-def finished(run_dir: str, env_steps: int) -> bool:
-    evals = read_curve(os.path.join(run_dir, "eval.csv"), "eval_return")
-    return bool(evals) and evals[-1][0] >= env_steps
 
 
 def train(task: str, arm: str, seed: int, a) -> Dict:

@@ -130,13 +130,23 @@ class RepresentationLearner(AgentPart):
 
     def sequence_loss(self, observation: Any, prev_action: Any, step_type: torch.Tensor,
                       initial_state: Any) -> Tuple[torch.Tensor, torch.Tensor]:
-        """A recurrent learner's own loss on sequences ``[B, L]`` (from the stored state
-        ``initial_state [B, ...]`` of their first step): ``(loss [B, L - 1], valid
-        [B, L - 1])`` for the transitions ``t - 1 -> t``; ``valid`` is False where step
-        ``t`` starts an episode. Feed-forward learners train by :meth:`loss` instead."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has a recurrent encoder: it must implement "
-            "sequence_loss (RepresentationLearner.sequence_loss)")
+        """The learner's own loss on sequences ``[B, L]`` (a recurrent encoder starts
+        from the stored state ``initial_state [B, ...]`` of their first step): ``(loss
+        [B, L - 1], valid [B, L - 1])`` for the transitions ``t - 1 -> t``; ``valid`` is
+        False where step ``t`` starts an episode.
+
+        This default is :meth:`loss` on each transition, which is right for a
+        feed-forward encoder; a recurrent learner overrides it (the Agent refuses one
+        that does not, at construction), since :meth:`loss` sees single observations."""
+        B, L = step_type.shape[:2]
+
+        def flat(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape((B * (L - 1),) + tuple(x.shape[2:]))
+        prev_obs = alf_nest.map_structure(lambda x: flat(x[:, :-1]), observation)
+        obs = alf_nest.map_structure(lambda x: flat(x[:, 1:]), observation)
+        action = alf_nest.map_structure(lambda x: flat(x[:, 1:]), prev_action)
+        loss = self.loss(prev_obs, action, obs).reshape(B, L - 1)
+        return loss, step_type[:, 1:] != StepType.FIRST
 
     def update_on_sequence(self, observation: Any, prev_action: Any, step_type: torch.Tensor,
                            initial_state: Any, keep_existing_grads: bool = False) -> LossInfo:

@@ -211,3 +211,19 @@ def test_a2c_trains_through_the_recurrent_encoder(make_trainer, alf_cli, tmp_pat
     trainer.run()
     assert seen and all(seen)  # A2C's gradient on every LSTM parameter before each step
     trainer.close()
+
+
+def test_the_default_sequence_loss_is_the_transition_loss():
+    """A feed-forward learner's sequence_loss: its loss on each transition t-1 -> t."""
+    torch.manual_seed(0)
+    learner = LatentDynamicsLearner(OBS, DISCRETE, fc_layer_params=(16,), feature_size=8,
+                                    optimizer=Adam(lr=1e-3))
+    B, L = 2, 4
+    obs, action = torch.randn(B, L, 4), torch.randint(0, 3, (B, L))
+    step_type = torch.full((B, L), int(StepType.MID), dtype=torch.int32)
+    step_type[0, 2] = int(StepType.FIRST)
+    loss, valid = learner.sequence_loss(obs, action, step_type, ())
+    expected = learner.loss(obs[:, :-1].reshape(-1, 4), action[:, 1:].reshape(-1),
+                            obs[:, 1:].reshape(-1, 4)).reshape(B, L - 1)
+    assert torch.allclose(loss, expected) and valid.tolist() == [[True, False, True]] + \
+        [[True, True, True]]
