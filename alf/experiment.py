@@ -33,6 +33,7 @@ import torch
 from alf.algorithms.data_transformers import create_data_transformer
 from alf.environments.env_specs import EnvSpecs  # noqa: F401 - the experiment's spec type, re-exported
 from alf.errors import ConfigError
+from alf.utils import precision
 from alf.utils.run_context import RunContext
 
 ROLES = ("learner", "actor", "policy", "player")
@@ -59,15 +60,20 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
         legacy["config"] = None if role == "player" else config
     if role == "player" and _takes(config.algorithm_ctor, "is_eval"):
         legacy["is_eval"] = True
-    algorithm = config.algorithm_ctor(
-        observation_spec=transformer.transformed_observation_spec,
-        action_spec=specs.action_spec, reward_spec=specs.reward_spec,
-        context=context if context is not None else RunContext(
+    if context is None:
+        context = RunContext(
             config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval,
-            summarize_first_interval=config.summarize_first_interval), **legacy)
-    algorithm.set_data_transformer(transformer)
+            summarize_first_interval=config.summarize_first_interval)
     # actors/players act on the CPU; policy workers batch inference on the learner's device
     device = config.device if role in ("learner", "policy") else "cpu"
+    context.train_dtype = precision.resolve(
+        "train_precision", getattr(config, "train_precision", "fp32"), device)
+    context.act_dtype = precision.resolve(
+        "act_precision", getattr(config, "act_precision", "fp32"), device)
+    algorithm = config.algorithm_ctor(
+        observation_spec=transformer.transformed_observation_spec,
+        action_spec=specs.action_spec, reward_spec=specs.reward_spec, context=context, **legacy)
+    algorithm.set_data_transformer(transformer)
     try:
         algorithm.to(device)
     except (RuntimeError, AssertionError) as e:

@@ -4,6 +4,7 @@ and the frames/s it projects on 8, 16 and 64 cores, with and without a GPU learn
     python bench/cpu_cost.py            # sync, async in-worker, async + 1 policy worker
     python bench/cpu_cost.py --policy_workers 2 --conf_param TrainerConfig.env_groups_per_worker=2
     python bench/cpu_cost.py --warmup_iters 1 --iters 1 --summary_interval 1   # smoke
+    python bench/cpu_cost.py --conf_param 'TrainerConfig.act_precision="bf16"'  # bf16 acting
 
 Why: throughput on this 2-core machine says little about a 64-core box or a GPU
 learner. CPU-seconds per agent step, split by where they go, do: on ``C`` busy cores
@@ -14,8 +15,8 @@ Rows (the real command, ``python -m alf.bin.train``, with a fixed iteration coun
 
 * ``sync``: ``--conf=ppo_atari.gin`` (envs, policy and training in one process);
 * ``async in-worker``: ``--conf=appo_atari.gin`` with ``TrainerConfig.num_policy_workers=0``
-  (an env worker process acts with its own policy copy; pinned, since alf picks policy
-  workers by itself on 8+ CPUs when the parameter is left unset);
+  (an env worker process acts with its own policy copy; pinned, although it is also
+  what ``num_policy_workers=None`` picks);
 * ``async + policy workers`` (``--policy_workers N``, default 1; 0 drops the row):
   ``appo_atari.gin`` with ``TrainerConfig.num_policy_workers=N`` (inference in separate
   processes). Reported as skipped when this checkout's TrainerConfig does not know the
@@ -434,7 +435,8 @@ def micro_inference(conf: str, params: Sequence[str], batch: int,
         env.close()
     transformer = alg.data_transformer
     t_state = zeros_from_spec(transformer.state_spec, batch)
-    with torch.no_grad():
+    from alf.utils import precision  # pylint: disable=import-outside-toplevel
+    with torch.no_grad(), precision.autocast_networks(alg.context.act_dtype):  # as ActStep acts
         ts, t_state = transformer.transform_timestep(raw_ts, t_state)
         state = alg.get_initial_rollout_state(batch)
         forward = _thread_cpu_of(lambda: alg.rollout_step(ts, state), calls)

@@ -34,6 +34,7 @@ from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.act_step import ActStep, executed_action
 from alf.utils.process_signals import sigint_ignored_in_children
 from alf.utils.run_context import RunContext
+from alf.utils import precision
 
 POLICIES = ("greedy", "sample", "random")
 #: steps per env buffered before they are written
@@ -109,7 +110,7 @@ class _Actor:
                           else algorithm.get_initial_rollout_state(num_envs))
             self._act = ActStep(transformer,
                                 algorithm.predict_step if greedy else algorithm.rollout_step,
-                                init_state)
+                                init_state, precision.act_dtype_of(algorithm))
             self._state = init_state
             self._tstate = transformer.get_initial_state(num_envs)
 

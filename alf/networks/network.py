@@ -18,6 +18,7 @@ from torch import nn
 
 from alf import nest as alf_nest
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec, extract_spec, zeros_from_spec
+from alf.utils import precision
 
 Nest = Any
 
@@ -32,6 +33,11 @@ class Network(nn.Module):
     Recurrent networks are stepped one time step at a time. They do not see
     step types: resetting the state at episode starts (``StepType.FIRST``) is
     the caller's job (the unroller zeroes those rows of the state).
+
+    Mixed precision (:mod:`alf.utils.precision`): where a bf16 dtype is active (the
+    Learner's training, an act step), the outermost network call runs under autocast
+    and returns fp32 outputs and states; with none active (the default) a call is
+    plain ``nn.Module.__call__``.
     """
 
     def __init__(self, input_spec: Nest, state_spec: Nest = (), name: Optional[str] = None):
@@ -40,6 +46,15 @@ class Network(nn.Module):
         self._state_spec = state_spec
         self._output_spec = None
         self._name = name or type(self).__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if precision.active_dtype() is None:  # fp32: the plain call (the default)
+            return nn.Module.__call__(self, *args, **kwargs)
+        return precision.call_network(self, nn.Module.__call__.__get__(self), self._device_type,
+                                      *args, **kwargs)
+
+    def _device_type(self) -> str:
+        return self._device().type
 
     @property
     def name(self) -> str:

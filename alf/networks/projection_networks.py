@@ -62,7 +62,9 @@ class CategoricalProjectionNetwork(Network):
     def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[FastCategorical, Any]:
         """``inputs [B, input_size]`` -> (``FastCategorical`` with ``logits [B, n]``, state)."""
         layer = self._layer
-        return FastCategorical(F.linear(inputs, layer.weight, layer.bias), self._offset), state
+        # .float(): a bf16 autocast's logits become fp32 before any log-prob (a no-op in fp32)
+        return FastCategorical(F.linear(inputs, layer.weight, layer.bias).float(),
+                               self._offset), state
 
 
 @alf.configurable
@@ -144,10 +146,10 @@ class NormalProjectionNetwork(Network):
 
     def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[td.Distribution, Any]:
         """``inputs [B, input_size]`` -> (distribution with event shape ``[D]``, state)."""
-        mean = self._mean_layer(inputs)
+        mean = self._mean_layer(inputs).float()  # fp32 under a bf16 autocast (no-op in fp32)
         if self._squash_mean:
             mean = self._action_loc + self._action_scale * torch.tanh(mean)
-        log_std = self._std_layer(inputs) if self._state_dependent_std else self._log_std
+        log_std = self._std_layer(inputs).float() if self._state_dependent_std else self._log_std
         if self._clip_std:
             log_std = log_std.clamp(self._log_std_min, self._log_std_max)
         dist = td.Independent(td.Normal(mean, log_std.exp()), 1)

@@ -10,6 +10,7 @@ from alf import nest as alf_nest
 from alf.data_structures import StepType
 from alf.tensor_specs import zeros_from_spec
 from alf.utils.act_step import ActionOverride, ActStep
+from alf.utils import precision
 
 StepCallback = Callable[[torch.Tensor, torch.Tensor], None]
 
@@ -61,7 +62,8 @@ def evaluate(algorithm, env, data_transformer, num_episodes: int,
         init_state = algorithm.get_initial_predict_state(batch)
         state = init_state
         tstate = zeros_from_spec(data_transformer.state_spec, batch, device=device)
-        act = ActStep(data_transformer, algorithm.predict_step, init_state)
+        act = ActStep(data_transformer, algorithm.predict_step, init_state,
+                      precision.act_dtype_of(algorithm))
         override = (_epsilon_greedy(algorithm.action_spec, epsilon_greedy, batch)
                     if epsilon_greedy > 0 else None)
         for _ in range(max_steps):

@@ -42,6 +42,7 @@ from alf.trainers.replay_source import ReplaySource
 from alf.trainers.training_settings import TrainingSettings
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.unrollers.unroll_result import UnrollResult
+from alf.utils import precision
 from alf.utils.act_step import random_actions
 from alf.utils.run_context import RunContext
 
@@ -207,7 +208,8 @@ class Learner:
             steps = self.next_unroll_length()
             self._last_unroll_steps = 0
             experience = self.collect(max(1, steps))
-            self._algorithm.train_from_unroll(experience)
+            with precision.autocast_networks(self._context.train_dtype):
+                self._algorithm.train_from_unroll(experience)
             return self._last_unroll_steps
         steps, batch = self.collect_step()
         if batch is not None:
@@ -388,7 +390,12 @@ class Learner:
 
     def train_from_replay(self, async_batch: Optional[Experience] = None) -> Optional[LossInfo]:
         """Off-policy update(s): ``async_batch`` (``[B, T+1]`` trajectories) or the whole
-        buffer in epochs of mini-batches, else sampled mini-batches (module docstring)."""
+        buffer in epochs of mini-batches, else sampled mini-batches (module docstring).
+        Networks compute in ``context.train_dtype`` (mixed precision, alf.utils.precision)."""
+        with precision.autocast_networks(self._context.train_dtype):
+            return self._train_from_replay(async_batch)
+
+    def _train_from_replay(self, async_batch: Optional[Experience]) -> Optional[LossInfo]:
         if self._uses("whole_replay_buffer_training"):
             loss_info, experience, info = self._train_whole_buffer(async_batch)
         else:

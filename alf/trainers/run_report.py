@@ -11,6 +11,7 @@ from typing import Any, List, Tuple
 from alf import config as alf_config
 from alf.metrics import EpisodeMetrics
 from alf.trainers.evaluator import evaluate
+from alf.utils import precision
 from alf.utils.cpu_budget import ThreadGovernor
 from alf.utils.run_context import RunContext
 
@@ -34,6 +35,7 @@ class RunReport:
         self._is_main = is_main
         self._quiet = quiet or not is_main
         self._last_print = float("-inf")  # perf_counter of the last progress line
+        self.precision_line()
 
     def notice(self, text: str) -> None:
         """Warnings and what a resume did: shown even when quiet; by rank 0 alone."""
@@ -44,6 +46,14 @@ class RunReport:
         """A progress, checkpoint or evaluation line (silenced by ``quiet``)."""
         if not self._quiet:
             print(text, file=sys.stderr, flush=True)
+
+    def precision_line(self) -> None:
+        """``[alf] precision: training bf16 (autocast; AMX-BF16), acting fp32`` when either
+        ``TrainerConfig.train_precision`` or ``act_precision`` is not fp32."""
+        cfg = self._config
+        if (cfg.train_precision, cfg.act_precision) != ("fp32", "fp32"):
+            self.line("[alf] precision: " + precision.describe(
+                cfg.train_precision, cfg.act_precision, cfg.device))
 
     def progress_text(self, learner: Any, metrics: EpisodeMetrics, fps: float, elapsed: float,
                       ups: float = 0.0, runner_text: str = "") -> str:

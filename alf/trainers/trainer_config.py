@@ -9,6 +9,7 @@ from alf.config_ranges import (NonNegative, NonNegativeInt, Positive, PositiveIn
                                UnitInterval, UnitIntervalSchedule, at_least)
 from alf.errors import ConfigError
 from alf.trainers.wandb_mirror import check_wandb_config
+from alf.utils import precision
 
 _CountOrNoLimit = at_least(0, "0: no limit")
 _CountOrNever = at_least(0, "0: never")
@@ -59,9 +60,8 @@ class TrainerConfig:
         num_policy_workers: async: policy worker processes (Sample Factory's) that act
             for every env group of every env worker with one batched forward on
             ``device``; the env workers then hold no network. 0: each env worker acts
-            with its own copy (in-worker inference). None: picked from the machine and
-            said in the log (1 with a CUDA device; on a CPU machine with >= 8 usable CPUs
-            and >= 4 env workers, one per 4 env workers; else 0). At most
+            with its own copy (in-worker inference). None: 0 on every machine, said in
+            the log (measured fastest on 16 CPUs + an H100, docs/async.md). At most
             ``num_env_workers``; above 0 only with ``async_unroll=True`` (refused
             otherwise: a sync run acts in its own process).
         max_policy_lag: async ``"processes"``: discard (and count) trajectories collected
@@ -161,6 +161,13 @@ class TrainerConfig:
         device: where the algorithm, its states and the replay buffer live ("cpu",
             "cuda", "cuda:1"); envs always step on the CPU. Under torchrun, "cuda" is
             each rank's own GPU, ``cuda:<LOCAL_RANK>``.
+        train_precision: the precision the Learner's networks compute in: ``"fp32"`` (the
+            default), ``"bf16"`` (``torch.autocast`` inside each network call; weights,
+            gradients, optimizer state, returns, log-probabilities, normalisers and losses
+            stay fp32) or ``"auto"`` (bf16 where the device has bf16 units: AMX-BF16 or
+            AVX-512 BF16 on a CPU, a CUDA GPU that supports it; else fp32). The start of
+            the run logs what was chosen. docs/design/mixed_precision.md.
+        act_precision: the same for acting (rollout, evaluation, env and policy workers).
         distributed_check_interval: data-parallel runs (torchrun): every this many
             iterations, compare every rank's parameters and buffers bit by bit with
             rank 0's (0 = never). See docs/distributed.md.
@@ -239,6 +246,8 @@ class TrainerConfig:
                  metric_buffer_size: PositiveInt = 20,
                  save_replay_buffer: bool = False,
                  device: str = "cpu",
+                 train_precision: str = "fp32",
+                 act_precision: str = "fp32",
                  distributed_check_interval: _CountOrNever = 100,
                  distributed_drift: str = "resync",
                  wandb_project: Optional[str] = None,
@@ -307,6 +316,8 @@ class TrainerConfig:
         self.metric_buffer_size = int(metric_buffer_size)
         self.save_replay_buffer = save_replay_buffer
         self.device = device
+        self.train_precision = train_precision
+        self.act_precision = act_precision
         self.wandb_project = wandb_project
         self.wandb_entity = wandb_entity
         self.wandb_group = wandb_group
@@ -356,6 +367,8 @@ class TrainerConfig:
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(f"TrainerConfig.device='{self.device}' but CUDA is not available "
                               "on this machine; use 'cpu'")
+        for name in ("train_precision", "act_precision"):
+            precision.resolve(name, getattr(self, name), self.device)  # refuses unknown values
         self._validate_offline()
         check_wandb_config(self.wandb_project, self.wandb_mode)
 

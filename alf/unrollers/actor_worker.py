@@ -32,6 +32,7 @@ from alf.tensor_specs import zeros_from_spec
 from alf.utils.act_step import ActStep, random_actions
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
+from alf.utils import precision
 
 
 class Trajectory(NamedTuple):
@@ -159,7 +160,8 @@ class ActorWorker:
             g.policy_state = init_state
             g.transformer_state = zeros_from_spec(self._transformer.state_spec, batch)
         # every group has B envs: the last group's initial state serves them all
-        self._act_step = ActStep(self._transformer, self._algorithm.rollout_step, init_state)
+        self._act_step = ActStep(self._transformer, self._algorithm.rollout_step, init_state,
+                                 precision.act_dtype_of(self._algorithm))
         with torch.no_grad():
             for g in self._groups:
                 g.carried = self._act(g, g.time_step)

@@ -123,7 +123,7 @@ class AsyncUnroller:
         self._split_note = split.note  # printed when the workers start
         self._num_workers, self._groups, self._per_group = workers, split.groups, split.per_group
         self._num_policy, self._policy_why = resolve_num_policy_workers(
-            config.num_policy_workers, config.device, workers)
+            config.num_policy_workers, config.device)
         self._num_policy = min(self._num_policy, workers)  # each serves at least one
         self._policy: Optional[PolicyWorkers] = None
         self._policy_heartbeat: Optional[torch.Tensor] = None

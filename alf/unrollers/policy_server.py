@@ -32,6 +32,7 @@ from alf.unrollers.act_inbox import ActInbox
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils.act_step import ActStep, random_actions
+from alf.utils import precision
 
 #: (env worker id, group index) of an env group
 GroupKey = Tuple[int, int]
@@ -145,7 +146,8 @@ class PolicyServer:
         step = self._act_steps.get(batch)
         if step is None:
             init = self._algorithm.get_initial_rollout_state(batch)
-            step = ActStep(self._transformer, self._algorithm.rollout_step, init)
+            step = ActStep(self._transformer, self._algorithm.rollout_step, init,
+                           precision.act_dtype_of(self._algorithm))
             self._act_steps[batch] = step
         return step
 

@@ -24,37 +24,26 @@ import torch
 
 from alf.unrollers.policy_worker import PolicyWorkerSpec, policy_worker_main
 from alf.unrollers.worker_pool import WorkerHandle, WorkerPool
-from alf.utils.cpu_budget import usable_cpus
 
-#: below this many usable CPUs (and without a GPU) inference stays in the env workers
-MIN_CPUS_FOR_POLICY_WORKERS = 8
-#: env workers per policy worker that ``num_policy_workers=None`` plans for on a big CPU machine
-ENV_WORKERS_PER_POLICY_WORKER = 4
-
-
-def resolve_num_policy_workers(requested: Optional[int], device: str, num_env_workers: int,
-                               cpus: Optional[int] = None) -> Tuple[int, str]:
+def resolve_num_policy_workers(requested: Optional[int], device: str) -> Tuple[int, str]:
     """The policy worker count to use, and the log line that says so.
 
-    ``requested`` None picks from the machine: 1 when the learner is on a GPU (one
-    batched forward there serves every env worker, and no env process opens a CUDA
-    context); on a CPU machine with at least 8 usable CPUs and at least 4 env workers,
-    one per 4 env workers; otherwise 0 (in-worker inference: on a small machine a policy
-    process is one more process competing for the same cores, plus a round trip per
-    step)."""
+    ``requested`` None means in-worker inference (0), on every machine, which also keeps a
+    run's results independent of the machine's size. Measured on 16 CPUs with an H100
+    (Breakout, 96 envs in 12 env workers, Nature CNN): in-worker inference pushed 1.41x
+    the frames/s of one policy worker and 1.13x of two; a policy worker is one process
+    doing every env worker's round trip and batch assembly, and it caps the run. On a CPU
+    learner the learner's threads cap the run first, so policy workers add a process and
+    a round trip per step for nothing (docs/async.md, "Past this machine"). They pay when
+    a network's CPU inference in every env worker costs more than that round trip (a
+    large encoder with the learner on a GPU): then set the count."""
     if requested is not None:
         count, why = int(requested), f"num_policy_workers={requested}"
     else:
-        cpus = usable_cpus() if cpus is None else cpus
-        if str(device).startswith("cuda"):
-            count, why = 1, f"num_policy_workers=None: the learner is on {device}"
-        elif (cpus >= MIN_CPUS_FOR_POLICY_WORKERS
-              and num_env_workers >= ENV_WORKERS_PER_POLICY_WORKER):
-            count = num_env_workers // ENV_WORKERS_PER_POLICY_WORKER
-            why = f"num_policy_workers=None: {cpus} usable CPUs, {num_env_workers} env workers"
-        else:
-            count, why = 0, (f"num_policy_workers=None: {cpus} usable CPUs and no GPU; policy "
-                             f"workers pay from {MIN_CPUS_FOR_POLICY_WORKERS} CPUs or with a GPU")
+        where = ("the learner is on " + str(device) if str(device).startswith("cuda")
+                 else "a CPU learner")
+        count, why = 0, (f"num_policy_workers=None: {where}; in-worker inference measured "
+                         "fastest, docs/async.md")
     if count == 0:
         return 0, f"[alf] async unroll: each env worker acts with its own policy copy ({why})"
     return count, (f"[alf] async unroll: {count} policy worker(s) act for the env workers "

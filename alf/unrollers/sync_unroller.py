@@ -17,6 +17,7 @@ from alf.tensor_specs import zeros_from_spec
 from alf.utils.act_step import ActStep, executed_action
 from alf.unrollers.unroll_result import UnrollResult
 from alf.utils.tensor_utils import detach
+from alf.utils import precision
 
 
 class SyncUnroller:
@@ -31,12 +32,15 @@ class SyncUnroller:
         overwrite_policy_output: store the action the env executed (``env`` built with
             ``report_executed_action``) instead of the policy's
             (``TrainerConfig.overwrite_policy_output``).
+        act_dtype: the autocast dtype the policy's networks act in (None: fp32; the run
+            context's ``act_dtype``, :mod:`alf.utils.precision`).
     """
 
     def __init__(self, env, data_transformer, metrics: EpisodeMetrics,
                  initial_policy_state: Callable[[int], Any], device: Any = "cpu",
-                 overwrite_policy_output: bool = False):
+                 overwrite_policy_output: bool = False, act_dtype: Any = None):
         self._env = env
+        self._act_dtype = act_dtype
         self._overwrite_policy_output = bool(overwrite_policy_output)
         self._transformer = data_transformer
         self._metrics = metrics
@@ -58,7 +62,8 @@ class SyncUnroller:
         return cls(env, algorithm.data_transformer,
                    EpisodeMetrics(env.batch_size, metric_buffer_size),
                    algorithm.get_initial_rollout_state, device=algorithm.device,
-                   overwrite_policy_output=overwrite_policy_output)
+                   overwrite_policy_output=overwrite_policy_output,
+                   act_dtype=precision.act_dtype_of(algorithm))
 
     @property
     def env(self):
@@ -132,7 +137,7 @@ class SyncUnroller:
         """
         self._ensure_started()
         env = self._env
-        act = ActStep(self._transformer, policy_step, self._init_state_cache)
+        act = ActStep(self._transformer, policy_step, self._init_state_cache, self._act_dtype)
         ts, pstate, tstate = self._time_step, self._policy_state, self._transformer_state
         exps: List[Experience] = []
         raw_step_types, raw_rewards = [], []

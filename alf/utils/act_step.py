@@ -30,6 +30,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, TimeStep
+from alf.utils import precision
 from alf.utils.tensor_utils import reset_state_if_necessary
 
 #: ``fn(time_step [B], policy_state [B, ...]) -> AlgStep``: ``rollout_step`` or ``predict_step``.
@@ -80,12 +81,16 @@ class ActStep:
             or ``predict_step``).
         initial_state: the policy's initial state ``[B, ...]``; rows of envs at a
             ``FIRST`` step are replaced by its rows. An empty nest: a stateless policy.
+        act_dtype: the autocast dtype the policy's networks compute in (mixed precision,
+            :mod:`alf.utils.precision`; the run context's ``act_dtype``); None: fp32.
     """
 
-    def __init__(self, transformer: Any, policy_step: PolicyStep, initial_state: Any):
+    def __init__(self, transformer: Any, policy_step: PolicyStep, initial_state: Any,
+                 act_dtype: Optional[torch.dtype] = None):
         self._transformer = transformer
         self._policy_step = policy_step
         self._initial_state = initial_state
+        self._act_dtype = act_dtype
         self._stateful = not alf_nest.is_empty(initial_state)
 
     @property
@@ -110,7 +115,8 @@ class ActStep:
         if self._stateful:
             policy_state = reset_state_if_necessary(policy_state, self._initial_state,
                                                     tts.is_first())
-        alg_step = self._policy_step(tts, policy_state)
+        with precision.autocast_networks(self._act_dtype):
+            alg_step = self._policy_step(tts, policy_state)
         if action_override is not None:
             alg_step = alg_step._replace(output=action_override(alg_step))
         return Acted(tts, policy_state if self._stateful else (), alg_step, transformer_state)

@@ -46,6 +46,11 @@ class RunContext:
         # held while an optimizer writes the weights in place, and while the policy acts,
         # when a learner thread trains beside the acting thread (a lock then; else a no-op)
         self.weights_lock: ContextManager = contextlib.nullcontext()
+        # mixed precision: the autocast dtype (None: fp32) networks compute in while the
+        # Learner trains / while the policy acts (alf.utils.precision; build_algorithm sets
+        # them from TrainerConfig.train_precision / act_precision)
+        self.train_dtype: Any = None
+        self.act_dtype: Any = None
         self._pinned = threading.local()  # see pinned_iteration
         # add_iteration_scalar: {(tag, iteration): [reduce, values, env_steps]}, written by
         # flush_iteration_scalars (the Learner's, once an iteration's training is done)

@@ -1,0 +1,139 @@
+"""TrainerConfig.train_precision / act_precision in whole runs: which phase computes in bf16,
+and what stays fp32 (weights, gradients, optimizer state, everything a loss is made of)."""
+import pytest
+import torch
+
+from alf import nest as alf_nest
+from alf.errors import ConfigError
+from alf.networks.network import Network
+from alf.trainers.learner import Learner
+from alf.trainers.trainer_config import TrainerConfig
+from alf.utils import precision
+
+from tests.unrollers.test_async_unroller import ASYNC_DQN
+
+
+@pytest.fixture
+def network_calls(monkeypatch):
+    """Every network call (outermost or nested): (phase, dtype active on that thread), the
+    phase being "collect" inside Learner.collect and "train" elsewhere."""
+    calls, phase = [], ["train"]
+    real_call, real_collect = Network.__call__, Learner.collect
+
+    def call(self, *args, **kwargs):
+        calls.append((phase[0], precision.active_dtype()))
+        return real_call(self, *args, **kwargs)
+
+    def collect(self, *args, **kwargs):
+        phase[0] = "collect"
+        try:
+            return real_collect(self, *args, **kwargs)
+        finally:
+            phase[0] = "train"
+    monkeypatch.setattr(Network, "__call__", call)
+    monkeypatch.setattr(Learner, "collect", collect)
+    return calls
+
+
+def _dtypes(calls, phase):
+    return {dtype for p, dtype in calls if p == phase}
+
+
+def _float_leaves(nest):
+    return [x for x in alf_nest.flatten(nest)
+            if isinstance(x, torch.Tensor) and x.is_floating_point()]
+
+
+def _check_losses_in_fp32(algorithm, seen):
+    """Wrap ``algorithm.calc_loss``: every float tensor it receives and returns is fp32."""
+    real = algorithm.calc_loss
+
+    def calc_loss(info):
+        loss_info = real(info)
+        seen.extend(x.dtype for x in _float_leaves(info) + _float_leaves(loss_info))
+        return loss_info
+    algorithm.calc_loss = calc_loss
+
+
+def _check_fp32_state(algorithm):
+    assert all(p.dtype == torch.float32 for p in algorithm.parameters())
+    for opt in algorithm.optimizers():
+        for state in opt.state.values():
+            for v in state.values():
+                if isinstance(v, torch.Tensor) and v.is_floating_point() and v.ndim > 0:
+                    assert v.dtype == torch.float32
+
+
+def test_ppo_trains_in_bf16_and_acts_in_fp32(make_trainer, alf_cli, tmp_path, network_calls):
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO,
+                           ['TrainerConfig.train_precision="bf16"'])
+    before = {k: v.clone() for k, v in trainer.algorithm.state_dict().items()
+              if isinstance(v, torch.Tensor)}
+    seen = []
+    _check_losses_in_fp32(trainer.algorithm, seen)
+    network_calls.clear()  # construction's dry runs (output specs) are not a phase
+    trainer.run()
+    assert trainer.context.train_dtype is torch.bfloat16 and trainer.context.act_dtype is None
+    assert _dtypes(network_calls, "collect") == {None}
+    assert _dtypes(network_calls, "train") == {torch.bfloat16}
+    # returns, advantages, log-probs, ratios, values and every loss term: fp32
+    assert seen and set(seen) == {torch.float32}
+    _check_fp32_state(trainer.algorithm)
+    after = trainer.algorithm.state_dict()
+    assert any(not torch.equal(v, after[k]) for k, v in before.items()
+               if v.is_floating_point())
+
+
+def test_acting_alone_in_bf16(make_trainer, alf_cli, tmp_path, network_calls):
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO,
+                           ['TrainerConfig.act_precision="bf16"'])
+    network_calls.clear()  # construction's dry runs (output specs) are not a phase
+    trainer.run()
+    assert _dtypes(network_calls, "collect") == {torch.bfloat16}
+    assert _dtypes(network_calls, "train") == {None}
+    assert trainer.context.iteration == 4
+
+
+def test_fp32_is_the_default_and_never_autocasts(make_trainer, alf_cli, tmp_path,
+                                                 network_calls):
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO)
+    network_calls.clear()  # construction's dry runs (output specs) are not a phase
+    trainer.run()
+    assert trainer.context.train_dtype is None and trainer.context.act_dtype is None
+    assert network_calls and {d for _, d in network_calls} == {None}
+
+
+def test_sac_trains_in_bf16_with_fp32_targets_and_alpha(make_trainer, alf_cli, tmp_path,
+                                                        network_calls):
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_SAC,
+                           ['TrainerConfig.train_precision="bf16"',
+                            "TrainerConfig.save_replay_buffer=False"])
+    seen = []
+    _check_losses_in_fp32(trainer.algorithm, seen)
+    network_calls.clear()  # construction's dry runs (output specs) are not a phase
+    trainer.run()
+    assert _dtypes(network_calls, "train") == {torch.bfloat16}
+    assert seen and set(seen) == {torch.float32}
+    _check_fp32_state(trainer.algorithm)
+    assert all(b.dtype == torch.float32 for b in trainer.algorithm.buffers()
+               if b.is_floating_point())
+
+
+def test_an_async_actor_acts_in_bf16(make_trainer, tmp_path, network_calls):
+    """Serial async mode: the actor (built by build_algorithm for the "actor" role) gets
+    the acting dtype; the learner trains in fp32."""
+    trainer = make_trainer(tmp_path / "run", ASYNC_DQN,
+                           ['TrainerConfig.async_mode="serial"',
+                            'TrainerConfig.act_precision="bf16"'])
+    network_calls.clear()  # construction's dry runs (output specs) are not a phase
+    trainer.run()
+    assert _dtypes(network_calls, "collect") == {torch.bfloat16}
+    assert _dtypes(network_calls, "train") == {None}
+    assert trainer.context.iteration == 6
+
+
+def test_an_unknown_precision_is_refused_naming_the_field(clean_gin):
+    from alf.algorithms.ppo_algorithm import PPOAlgorithm
+    with pytest.raises(ConfigError, match=r"TrainerConfig.train_precision='fp16': expected one "
+                                          r"of \('fp32', 'bf16', 'auto'\)"):
+        TrainerConfig(algorithm_ctor=PPOAlgorithm, num_iterations=1, train_precision="fp16")
