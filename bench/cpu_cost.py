@@ -436,10 +436,14 @@ def micro_inference(conf: str, params: Sequence[str], batch: int,
     transformer = alg.data_transformer
     t_state = zeros_from_spec(transformer.state_spec, batch)
     from alf.utils import precision  # pylint: disable=import-outside-toplevel
-    with torch.no_grad(), precision.autocast_networks(alg.context.act_dtype):  # as ActStep acts
+
+    def act():  # one autocast region per step, as ActStep acts (weights are cast per step)
+        with precision.autocast_networks(alg.context.act_dtype):
+            return alg.rollout_step(ts, state)
+    with torch.no_grad():
         ts, t_state = transformer.transform_timestep(raw_ts, t_state)
         state = alg.get_initial_rollout_state(batch)
-        forward = _thread_cpu_of(lambda: alg.rollout_step(ts, state), calls)
+        forward = _thread_cpu_of(act, calls)
         transform = _thread_cpu_of(lambda: transformer.transform_timestep(raw_ts, t_state), calls)
     per_1k = 1000.0 / (calls * batch)
     return {"batch": batch, "inference_cpu_per_1k": forward * per_1k,
