@@ -27,6 +27,9 @@ NOT_RUN: List[Tuple[str, str]] = [
      "a benchmark (bench/): minutes of measurement, several need stable-baselines3, "
      "d3rlpy's own venv, a GPU or long training runs first; the test checks the script "
      "exists"),
+    (r"^(\w+=\S* )*bash bench/gpu_side_by_side/",
+     "the GPU side-by-side benchmark: fetch_wheels.sh downloads its wheels (network), "
+     "run.sh needs a CUDA GPU, those wheels and Sample Factory's Python 3.12 target"),
     (r"--master_addr=HOST0", "multi-host torchrun: HOST0 stands for a second machine"),
     (r"--nproc_per_node=N\b", "N stands for any number of ranks"),
     (r"^torchrun --nproc_per_node=2$", "the launcher flag quoted in prose, not a command"),
