@@ -33,6 +33,7 @@ from alf.errors import IncompatibleSpecError
 from alf.networks.initializers import HIDDEN_GAIN, orthogonal_init_
 from alf.networks.network import Network, dry_run_inputs, picklable_fn
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.utils import precision
 
 Nest = Any
 
@@ -273,7 +274,7 @@ class EncodingNetwork(Network):
         for layer in self._fc_layers:
             x = act(F.linear(x, layer.weight, layer.bias))
         if self._last_layer is not None:
-            x = F.linear(x, self._last_layer.weight, self._last_layer.bias)
+            x = precision.head_linear(x, self._last_layer.weight, self._last_layer.bias)
             if self._last_activation is not None:
                 x = self._last_activation(x)
         return x, state

@@ -37,6 +37,7 @@ from torch import nn
 from torch.nn.utils import skip_init
 
 from alf.networks.network import picklable_fn
+from alf.utils import precision
 
 
 #: Activations with an in-place twin that computes the same numbers.
@@ -254,7 +255,10 @@ class EnsembleMLP(nn.Module):
         norms = self.norms
         # Calling the functional form skips nn.Module.__call__ (a few us per layer).
         for i, layer in enumerate(self.layers):
-            x = ensemble_linear(x, layer.weight, layer.bias)
+            if i < self._num_hidden:
+                x = ensemble_linear(x, layer.weight, layer.bias)
+            else:  # the output layer: fp32 under a bf16 autocast (alf.utils.precision)
+                x = precision.head_linear(x, layer.weight, layer.bias, ensemble_linear)
             if i < self._num_hidden:
                 if norms is not None:
                     x = norms[i](x)

@@ -15,7 +15,6 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import torch.distributions as td
 from torch import nn
 
@@ -26,6 +25,7 @@ from alf.networks.network import Network
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 # the distributions the heads return live in alf.utils (dist_utils, below networks, uses them)
 from alf.utils.distributions import FastCategorical, StableTanhTransform
+from alf.utils import precision
 
 
 def _spec_error(net: str, spec: Any, need: str, instead: str) -> IncompatibleSpecError:
@@ -62,8 +62,8 @@ class CategoricalProjectionNetwork(Network):
     def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[FastCategorical, Any]:
         """``inputs [B, input_size]`` -> (``FastCategorical`` with ``logits [B, n]``, state)."""
         layer = self._layer
-        # .float(): a bf16 autocast's logits become fp32 before any log-prob (a no-op in fp32)
-        return FastCategorical(F.linear(inputs, layer.weight, layer.bias).float(),
+        # the output layer runs in fp32 under a bf16 autocast (alf.utils.precision)
+        return FastCategorical(precision.head_linear(inputs, layer.weight, layer.bias),
                                self._offset), state
 
 
@@ -146,10 +146,12 @@ class NormalProjectionNetwork(Network):
 
     def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[td.Distribution, Any]:
         """``inputs [B, input_size]`` -> (distribution with event shape ``[D]``, state)."""
-        mean = self._mean_layer(inputs).float()  # fp32 under a bf16 autocast (no-op in fp32)
+        # output layers in fp32 under a bf16 autocast (alf.utils.precision)
+        mean = precision.head_linear(inputs, self._mean_layer.weight, self._mean_layer.bias)
         if self._squash_mean:
             mean = self._action_loc + self._action_scale * torch.tanh(mean)
-        log_std = self._std_layer(inputs).float() if self._state_dependent_std else self._log_std
+        log_std = (precision.head_linear(inputs, self._std_layer.weight, self._std_layer.bias)
+                   if self._state_dependent_std else self._log_std)
         if self._clip_std:
             log_std = log_std.clamp(self._log_std_min, self._log_std_max)
         dist = td.Independent(td.Normal(mean, log_std.exp()), 1)

@@ -23,9 +23,10 @@ from torch import nn
 import alf
 from alf.errors import IncompatibleSpecError
 from alf.networks.encoding_networks import EncodingNetwork, check_feature_encoder
-from alf.networks.ensemble_layers import EnsembleLinear, EnsembleMLP
+from alf.networks.ensemble_layers import EnsembleLinear, EnsembleMLP, ensemble_linear
 from alf.networks.network import Network
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.utils import precision
 
 Nest = Any
 
@@ -187,8 +188,11 @@ class QNetwork(Network):
         if x.dim() == 3:  # per-critic features: the value and advantage streams both read them
             x = torch.cat([x, x], dim=0)
         h = self._mlp(x)                                  # [2K, N, H]
-        v = self._value_head(h[:k])                       # [K, N, 1]
-        a = self._adv_head(h[k:])                         # [K, N, num_actions]
+        # output layers in fp32 under a bf16 autocast (alf.utils.precision)
+        v = precision.head_linear(h[:k], self._value_head.weight, self._value_head.bias,
+                                  ensemble_linear)          # [K, N, 1]
+        a = precision.head_linear(h[k:], self._adv_head.weight, self._adv_head.bias,
+                                  ensemble_linear)          # [K, N, num_actions]
         return v, a, outer
 
     def forward(self, inputs: Nest, state: Nest = ()) -> Tuple[torch.Tensor, Nest]:

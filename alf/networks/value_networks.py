@@ -12,6 +12,7 @@ from alf.networks.encoding_networks import EncodingNetwork, LSTMEncodingNetwork
 from alf.networks.initializers import VALUE_GAIN, orthogonal_init_
 from alf.networks.network import Network
 from alf.tensor_specs import TensorSpec
+from alf.utils import precision
 
 Nest = Any
 
@@ -104,5 +105,5 @@ class ValueRNNNetwork(Network):
 
     def forward(self, inputs: Nest, state: Nest = ()) -> Tuple[torch.Tensor, Nest]:
         x, state = self._encoder(inputs, state)
-        value = self._value_layer(x)
+        value = precision.head_linear(x, self._value_layer.weight, self._value_layer.bias)
         return (value if self._columns else value.squeeze(-1)), state

@@ -189,7 +189,10 @@ class Learner:
         """One training iteration (:meth:`train_iter`), then the unroller gets the new
         weights; returns the env steps unrolled. Scalars gathered with
         ``RunContext.add_iteration_scalar`` are written once the iteration is done."""
-        steps = self.train_iter()
+        # the training dtype for the whole iteration (a custom train_iter's own updates
+        # included); every act step inside sets the acting dtype for itself
+        with precision.autocast_networks(self._context.train_dtype):
+            steps = self.train_iter()
         self._context.flush_iteration_scalars()
         if self._unroller is not None:
             self._unroller.after_train_iter(self._algorithm)

@@ -52,8 +52,11 @@ class RunReport:
         ``TrainerConfig.train_precision`` or ``act_precision`` is not fp32."""
         cfg = self._config
         if (cfg.train_precision, cfg.act_precision) != ("fp32", "fp32"):
+            # async env workers act on the CPU unless policy workers act on the device
+            act_device = ("cpu" if cfg.async_unroll and not cfg.num_policy_workers
+                          else cfg.device)
             self.line("[alf] precision: " + precision.describe(
-                cfg.train_precision, cfg.act_precision, cfg.device))
+                cfg.train_precision, cfg.act_precision, cfg.device, act_device))
 
     def progress_text(self, learner: Any, metrics: EpisodeMetrics, fps: float, elapsed: float,
                       ups: float = 0.0, runner_text: str = "") -> str:

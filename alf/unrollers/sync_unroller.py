@@ -63,7 +63,7 @@ class SyncUnroller:
                    EpisodeMetrics(env.batch_size, metric_buffer_size),
                    algorithm.get_initial_rollout_state, device=algorithm.device,
                    overwrite_policy_output=overwrite_policy_output,
-                   act_dtype=precision.act_dtype_of(algorithm))
+                   act_dtype=precision.unroll_dtype_of(algorithm))
 
     @property
     def env(self):

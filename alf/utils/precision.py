@@ -79,18 +79,21 @@ def resolve(name: str, value: str, device: str) -> Optional[torch.dtype]:
     return torch.bfloat16 if bf16_units(device) else None
 
 
-def describe(train_precision: str, act_precision: str, device: str) -> str:
+def describe(train_precision: str, act_precision: str, device: str,
+             act_device: Optional[str] = None) -> str:
     """The start-of-run log text, e.g. ``training bf16 (autocast; AVX-512 BF16), acting
-    fp32``: what each field resolved to on ``device`` and why."""
-    units = bf16_units(device)
-
-    def one(value: str) -> str:
-        dtype = resolve("", value, device)
+    fp32``: what each field resolved to, training on ``device`` and acting on
+    ``act_device`` (default ``device``; async env workers act on the CPU), and why."""
+    def one(value: str, dev: str) -> str:
+        dtype = resolve("", value, dev)
         if dtype is None:
-            return "fp32" + (f" (auto: no bf16 units on {device})" if value == "auto" else "")
-        why = units or "no bf16 units: emulated, slower than fp32"
+            return "fp32" + (f" (auto: no bf16 units on {dev})" if value == "auto" else "")
+        why = bf16_units(dev) or "no bf16 units: emulated, slower than fp32"
         return f"bf16 (autocast{', auto' if value == 'auto' else ''}; {why})"
-    return f"training {one(train_precision)}, acting {one(act_precision)}"
+    act_dev = act_device or device
+    where = f" on {act_dev}" if act_dev != device else ""
+    return (f"training {one(train_precision, device)}, "
+            f"acting{where} {one(act_precision, act_dev)}")
 
 
 @contextlib.contextmanager
@@ -113,19 +116,42 @@ def act_dtype_of(algorithm: Any) -> Optional[torch.dtype]:
     return getattr(getattr(algorithm, "context", None), "act_dtype", None)
 
 
+def unroll_dtype_of(algorithm: Any) -> Optional[torch.dtype]:
+    """The dtype a sync unroll acts in: the training dtype for an on-policy algorithm
+    (A2C, REINFORCE: its rollout's forward pass is the one it trains through, so
+    ``train_precision`` must apply to it), else the acting dtype."""
+    context = getattr(algorithm, "context", None)
+    name = "train_dtype" if getattr(algorithm, "on_policy", False) else "act_dtype"
+    return getattr(context, name, None)
+
+
 def active_dtype() -> Optional[torch.dtype]:
     """The dtype networks compute in on this thread now (None: fp32)."""
     return _active.get()
 
 
+_HALF = (torch.bfloat16, torch.float16)
+
+
 def to_fp32(nest: Any) -> Any:
-    """Cast every floating tensor of ``nest`` that is not fp32 (bf16, fp16) to fp32;
-    other leaves (ints, bools, distributions, ...) are returned as they are."""
+    """Cast every bf16 / fp16 tensor of ``nest`` to fp32; other leaves (fp32, fp64, ints,
+    bools, distributions, ...) are returned as they are."""
     def cast(x):
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float32:
-            return x.float()
-        return x
+        return x.float() if isinstance(x, torch.Tensor) and x.dtype in _HALF else x
     return alf_nest.map_structure(cast, nest)
+
+
+def head_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                linear: Callable = torch.nn.functional.linear) -> torch.Tensor:
+    """An output layer (logits, means, values, Q-values): ``linear(x, weight, bias)``, in
+    fp32 when a bf16 autocast is on. Under autocast the last matmul would round its output
+    to bf16 (8 bits of mantissa: a value near 100 in steps of 0.5, logits off by up to
+    ~1%) before any cast back could help, so the head runs with autocast off on an fp32
+    input. Without autocast it is the plain call (bit for bit)."""
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return linear(x.float(), weight, bias)
+    return linear(x, weight, bias)
 
 
 def call_network(module: torch.nn.Module, call: Callable, device_type: Callable[[], str],

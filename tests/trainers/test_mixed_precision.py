@@ -137,3 +137,16 @@ def test_an_unknown_precision_is_refused_naming_the_field(clean_gin):
     with pytest.raises(ConfigError, match=r"TrainerConfig.train_precision='fp16': expected one "
                                           r"of \('fp32', 'bf16', 'auto'\)"):
         TrainerConfig(algorithm_ctor=PPOAlgorithm, num_iterations=1, train_precision="fp16")
+
+
+@pytest.mark.parametrize("field, collect_dtype", [("train_precision", torch.bfloat16),
+                                                  ("act_precision", None)])
+def test_an_on_policy_rollout_is_its_training_forward(make_trainer, alf_cli, tmp_path,
+                                                      network_calls, field, collect_dtype):
+    """A2C trains through its rollout's graph: the rollout runs in the training dtype."""
+    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_A2C, [f'TrainerConfig.{field}="bf16"'])
+    network_calls.clear()
+    trainer.run()
+    assert trainer.algorithm.on_policy
+    assert _dtypes(network_calls, "collect") == {collect_dtype}
+    _check_fp32_state(trainer.algorithm)

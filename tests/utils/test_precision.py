@@ -138,3 +138,36 @@ def test_a_cuda_network_autocasts_on_its_own_device():
     assert dist.logits.dtype == torch.float32 and log_prob.dtype == torch.float32
     assert precision.resolve("train_precision", "auto", "cuda") is (
         torch.bfloat16 if torch.cuda.is_bf16_supported() else None)
+
+
+def test_output_layers_keep_fp32_resolution():
+    """A value near 100 in bf16 moves in steps of 0.5: the output layer runs in fp32, so
+    256 inputs give (nearly) 256 distinct values, as in fp32."""
+    from alf.networks.value_networks import ValueNetwork
+    torch.manual_seed(0)
+    net = ValueNetwork(OBS, fc_layer_params=(16,))
+    with torch.no_grad():
+        net._encoder._last_layer.bias.fill_(100.0)
+    x = torch.randn(256, 8)
+    ref, _ = net(x)
+    with precision.autocast_networks(torch.bfloat16):
+        out, _ = net(x)
+    assert out.dtype == torch.float32
+    assert out.unique().numel() > 250 and ref.unique().numel() > 250
+    assert out.bfloat16().float().unique().numel() < 20  # what a bf16 head would give
+    torch.testing.assert_close(out, ref, rtol=0, atol=0.05)
+
+
+def test_fp64_outputs_are_left_as_they_are():
+    x = torch.ones(2, dtype=torch.float64)
+    assert precision.to_fp32((x, torch.ones(2, dtype=torch.bfloat16)))[0] is x
+
+
+def test_the_log_line_names_where_acting_runs(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: None)
+    assert precision.describe("fp32", "auto", "cpu", act_device="cpu") == \
+        "training fp32, acting fp32 (auto: no bf16 units on cpu)"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert precision.describe("bf16", "auto", "cuda", act_device="cpu") == (
+        "training bf16 (autocast; no bf16 units: emulated, slower than fp32), "
+        "acting on cpu fp32 (auto: no bf16 units on cpu)")
