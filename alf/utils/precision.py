@@ -12,8 +12,8 @@ matching dtype, which makes it the *active* dtype of the current thread.
 Where bf16 is used: only inside a :class:`~alf.networks.network.Network` call. The
 outermost network call on a thread with an active dtype runs under
 ``torch.autocast(<its device type>, dtype)`` (matmuls and convolutions in bf16) and
-returns its floating outputs and states as fp32 (:func:`to_fp32`); projection networks
-cast their parameters to fp32 before building a distribution. So everything outside the
+returns its bf16 outputs and states as fp32 (:func:`to_fp32`); output layers (logits,
+means, values, Q-values) run in fp32 (:func:`head_linear`). So everything outside the
 networks stays fp32 by construction: master weights, gradients and optimizer state;
 rewards, returns, GAE and V-trace; log-probabilities and importance ratios; normalisers;
 losses (docs/design/mixed_precision.md). Nested network calls stay in bf16 (no cast back
