@@ -257,14 +257,13 @@ class EnsembleMLP(nn.Module):
         for i, layer in enumerate(self.layers):
             if i < self._num_hidden:
                 x = ensemble_linear(x, layer.weight, layer.bias)
-            else:  # the output layer: fp32 under a bf16 autocast (alf.utils.precision)
-                x = precision.head_linear(x, layer.weight, layer.bias, ensemble_linear)
-            if i < self._num_hidden:
                 if norms is not None:
                     x = norms[i](x)
                 x = act(x)
-            elif self._last_activation is not None:
-                x = self._last_activation(x)
+            else:  # the output layer: fp32 under a bf16 autocast (alf.utils.precision)
+                x = precision.head_linear(x, layer.weight, layer.bias, ensemble_linear)
+                if self._last_activation is not None:
+                    x = self._last_activation(x)
         return x
 
     def forward_member(self, x: torch.Tensor, k: int) -> torch.Tensor:
