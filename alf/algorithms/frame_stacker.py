@@ -125,6 +125,7 @@ class FrameStacker(DataTransformer):
             return time_step, state
         leaves = alf_nest.flatten(time_step.observation)
         is_first = time_step.step_type == StepType.FIRST  # [B]
+        any_first = bool(is_first.any())  # mostly False: skip building the reset history
         out, new_state, j = [], [], 0
         for x, on in zip(leaves, self._mask):
             if not on:
@@ -132,8 +133,10 @@ class FrameStacker(DataTransformer):
                 continue
             ax = x.ndim - self._leaf_ndims[j] + self._axes[j]
             history = state[j]
-            first = is_first.reshape(is_first.shape + (1,) * (x.ndim - is_first.ndim))
-            history = torch.where(first, torch.cat([x] * (self._stack_size - 1), ax), history)
+            if any_first:  # envs at an episode start: history = their first frame repeated
+                first = is_first.reshape(is_first.shape + (1,) * (x.ndim - is_first.ndim))
+                history = torch.where(first, torch.cat([x] * (self._stack_size - 1), ax),
+                                      history)
             stacked = torch.cat([history, x], ax)
             out.append(stacked)
             new_state.append(stacked.narrow(ax, self._frame_sizes[j],

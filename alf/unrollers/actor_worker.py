@@ -126,6 +126,7 @@ class ActorWorker:
             got = self._weights.read(self._algorithm.load_rollout_state_dict, wanted)
             if got is not None:
                 self._version, self._counters = got[0], got[1]
+                precision.drop_weight_casts()  # the bf16 copies of the old weights
                 self._apply_counters()
                 return
             if wanted is not None and self._weights.latest_version() > wanted + 1:
@@ -162,7 +163,7 @@ class ActorWorker:
         # every group has B envs: the last group's initial state serves them all
         self._act_step = ActStep(self._transformer, self._algorithm.rollout_step, init_state,
                                  precision.act_dtype_of(self._algorithm))
-        with torch.no_grad():
+        with torch.no_grad(), precision.keep_weight_casts(self._act_step.act_dtype):
             for g in self._groups:
                 g.carried = self._act(g, g.time_step)
                 g.env.step_async(g.carried.action)
@@ -180,7 +181,8 @@ class ActorWorker:
         for g in self._groups:
             g.slot = self._acquire_slot(g.index)
             g.slots.write_step(g.slot, 0, g.carried)
-        with torch.no_grad():
+        # bf16 acting: each weight is cast once per version, not once per step
+        with torch.no_grad(), precision.keep_weight_casts(self._act_step.act_dtype):
             for t in range(1, T + 1):
                 if t == T:
                     # weights for the next trajectory: its step 0 is acted on now

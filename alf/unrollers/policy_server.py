@@ -132,6 +132,7 @@ class PolicyServer:
                                      None if wanted < 0 else wanted)
             if got is not None:
                 self._version, self._counters = got[0], got[1]
+                precision.drop_weight_casts()  # the bf16 copies of the old weights
                 ctx = self._algorithm.context
                 ctx.load_state_dict(dict(zip(("iteration", "env_steps", "num_updates"),
                                              self._counters)))

@@ -58,6 +58,7 @@ from alf.unrollers.policy_server import ActRequest, GroupKey, PolicyServer
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.weight_channel import WeightChannel
 from alf.utils.parent_watchdog import start_parent_watchdog
+from alf.utils import precision
 from alf.utils.process_name import set_process_name
 from alf.utils.run_context import RunContext
 from alf.utils.seeding import set_random_seed
@@ -207,13 +208,16 @@ def policy_worker_main(spec: PolicyWorkerSpec, learner: Connection,
         batcher = _Batcher(spec)
         pipes.on_replaced = batcher.forget
         learner.send(("ready", os.getpid()))
-        while True:
-            batcher.add(pipes.requests(0.05))
-            batch = batcher.take()
-            while batch:
-                for request, reply in zip(batch, server.act(batch)):
-                    pipes.reply(request.worker, reply)
+        # bf16 acting: each weight is cast once per version (the server drops the casts
+        # when it loads new weights), not once per batch
+        with precision.keep_weight_casts(precision.act_dtype_of(algorithm)):
+            while True:
+                batcher.add(pipes.requests(0.05))
                 batch = batcher.take()
+                while batch:
+                    for request, reply in zip(batch, server.act(batch)):
+                        pipes.reply(request.worker, reply)
+                    batch = batcher.take()
     except _Stop:
         pass
     except BaseException as e:  # noqa: BLE001 - reported to the learner, which decides

@@ -94,6 +94,11 @@ class ActStep:
         self._stateful = not alf_nest.is_empty(initial_state)
 
     @property
+    def act_dtype(self) -> Optional[torch.dtype]:
+        """The dtype the policy's networks compute in (None: fp32)."""
+        return self._act_dtype
+
+    @property
     def stateful(self) -> bool:
         """Whether the policy carries a state (its initial state is not an empty nest)."""
         return self._stateful

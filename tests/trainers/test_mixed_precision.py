@@ -150,3 +150,26 @@ def test_an_on_policy_rollout_is_its_training_forward(make_trainer, alf_cli, tmp
     assert trainer.algorithm.on_policy
     assert _dtypes(network_calls, "collect") == {collect_dtype}
     _check_fp32_state(trainer.algorithm)
+
+
+def test_an_actor_keeps_its_bf16_weight_casts_without_changing_a_bit(make_trainer, tmp_path,
+                                                                     monkeypatch):
+    """An async actor acting in bf16 casts its weights once per version
+    (precision.keep_weight_casts, dropped when new weights load), not at every step: the
+    run is bit for bit the one that casts at every step, so no step acted with the
+    previous version's copies."""
+    import contextlib
+    conf = ['TrainerConfig.async_mode="serial"', 'TrainerConfig.act_precision="bf16"']
+    drops = []
+    real_drop = precision.drop_weight_casts
+    monkeypatch.setattr(precision, "drop_weight_casts",
+                        lambda: (drops.append(1), real_drop())[1])
+    kept = make_trainer(tmp_path / "kept", ASYNC_DQN, conf)
+    kept.run()
+    assert len(drops) >= 6  # one per weights version loaded (6 iterations)
+    monkeypatch.setattr(precision, "keep_weight_casts", lambda dtype: contextlib.nullcontext())
+    recast = make_trainer(tmp_path / "recast", ASYNC_DQN, conf)
+    recast.run()
+    a, b = kept.algorithm.state_dict(), recast.algorithm.state_dict()
+    changed = [k for k in a if isinstance(a[k], torch.Tensor) and not torch.equal(a[k], b[k])]
+    assert not changed, f"parameters differ: {changed[:3]}"

@@ -180,3 +180,47 @@ def test_deterministic_mode_with_policy_workers_is_bit_identical(make_trainer, t
     a, b = runs
     assert all(torch.equal(a[k], b[k]) for k in a), "same seed: bit-identical"
     assert lag.startswith(" | lag 1/1.0/1"), lag
+
+
+def test_a_policy_server_acting_in_bf16_drops_its_weight_casts_with_new_weights(
+        make_trainer, tmp_path):
+    """A policy worker keeps autocast's bf16 weight copies across batches
+    (precision.keep_weight_casts); loading a new weights version must drop them: the
+    server then acts exactly as a fresh forward on the new weights."""
+    from alf.utils import precision
+    trainer = make_trainer(tmp_path / "b", HEADS["categorical"],
+                           ['TrainerConfig.async_mode="serial"',
+                            'TrainerConfig.act_precision="bf16"',
+                            "TrainerConfig.num_iterations=1"])
+    trainer.run()
+    env = create_environment(num_parallel_environments=2)
+    server, inboxes, slots = _server_for(trainer, 1, env.batch_size)
+    torch.manual_seed(3)
+    env.reset()
+    inboxes[(0, 0)].write_time_step(env.step(env.action_spec().sample((env.batch_size,))))
+    env.close()
+    alg = trainer.algorithm
+    assert precision.act_dtype_of(alg) == torch.bfloat16
+    channel = server._weights
+    new = {k: v + 0.3 * torch.randn_like(v) if v.is_floating_point() else v.clone()
+           for k, v in alg.rollout_state_dict().items()}
+
+    def logits_now():
+        tts, _ = alg.data_transformer.transform_timestep(inboxes[(0, 0)].time_step(), ())
+        with torch.no_grad(), precision.autocast_networks(torch.bfloat16):
+            dist, _, _ = alg._policy(tts.observation,
+                                     alg.get_initial_rollout_state(tts.step_type.shape[0]))
+        return dist.logits
+
+    with precision.keep_weight_casts(torch.bfloat16):
+        server.act([ActRequest(0, 0, 0, 0, 0)])
+        old = slots[(0, 0)].buffers.rollout_info.log_prob[0, 0].clone()
+        channel.publish(new, 1, (2, 0, 0))
+        server.act([ActRequest(0, 0, 0, 1, 1)])
+        acted = slots[(0, 0)].buffers
+        log_prob = acted.rollout_info.log_prob[0, 1]
+        action = acted.action[0, 1]
+    assert server.version == 1
+    expected = torch.distributions.Categorical(logits=logits_now()).log_prob(action)
+    assert torch.equal(log_prob, expected)  # the new weights' casts, not the old ones'
+    assert not torch.equal(log_prob, old)

@@ -171,3 +171,40 @@ def test_the_log_line_names_where_acting_runs(monkeypatch):
     assert precision.describe("bf16", "auto", "cuda", act_device="cpu") == (
         "training bf16 (autocast; no bf16 units: emulated, slower than fp32), "
         "acting on cpu fp32 (auto: no bf16 units on cpu)")
+
+
+def test_kept_weight_casts_act_bit_for_bit_and_cast_once_per_version():
+    """keep_weight_casts reuses autocast's bf16 weight copies across network calls: the
+    same outputs as casting at every call, bit for bit; drop_weight_casts makes the next
+    call see weights changed in place; outside the networks nothing autocasts."""
+    torch.manual_seed(0)
+    net = ActorDistributionNetwork(OBS, DISCRETE, fc_layer_params=(64, 64))
+    xs = [torch.randn(8, 8) for _ in range(3)]
+    with torch.no_grad(), precision.autocast_networks(torch.bfloat16):
+        fresh = [net(x)[0].logits for x in xs]
+        with precision.keep_weight_casts(torch.bfloat16):
+            assert not torch.is_autocast_enabled("cpu")  # fp32 outside the networks
+            kept = [net(x)[0].logits for x in xs]
+            for p in net.parameters():
+                p.add_(torch.randn_like(p))  # new weights loaded in place
+            stale = net(xs[0])[0].logits
+            precision.drop_weight_casts()
+            renewed = net(xs[0])[0].logits
+        flipped = net(xs[0])[0].logits  # casting at every call, new weights
+    for a, b in zip(fresh, kept):
+        assert torch.equal(a, b)
+    # without the drop the hidden layers still computed with the old weights' copies
+    assert not torch.equal(stale, flipped)
+    assert torch.equal(renewed, flipped)
+
+
+def test_kept_weight_casts_do_nothing_in_fp32():
+    torch.manual_seed(0)
+    net = EncodingNetwork(OBS, fc_layer_params=(16,))
+    x = torch.randn(4, 8)
+    ref, _ = net(x)
+    with precision.keep_weight_casts(None):
+        assert torch.autocast_increment_nesting() == 1  # no region was entered
+        torch.autocast_decrement_nesting()
+        out, _ = net(x)
+    assert torch.equal(out, ref)
