@@ -79,11 +79,12 @@ POLICY_WORKER_MARK = "policy-worker"
 
 
 # ------------------------------------------------------------------ /proc sampling
-def proc_cpu_seconds(pid: int) -> Optional[float]:
-    """``utime + stime`` of process ``pid`` (all its threads) in seconds; None if gone.
-    Read from ``/proc`` (psutil is no dependency of alf)."""
+def proc_cpu_seconds(pid: int, tid: Optional[int] = None) -> Optional[float]:
+    """``utime + stime`` of process ``pid`` (all its threads) in seconds, or of its thread
+    ``tid`` alone; None if gone. Read from ``/proc`` (psutil is no dependency of alf)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path) as f:
             stat = f.read()
     except OSError:
         return None
@@ -120,13 +121,17 @@ def process_tree(root: int) -> Dict[int, int]:
     return tree
 
 
-def cpu_snapshot(root: int) -> Dict[int, Tuple[int, float]]:
-    """``{pid: (parent pid, CPU seconds)}`` of the tree under ``root`` now."""
+def cpu_snapshot(root: int) -> Dict[int, Tuple[int, float, float]]:
+    """``{pid: (parent pid, CPU seconds, main thread's CPU seconds)}`` of the tree under
+    ``root`` now. An env worker's main thread acts (the policy forward, the copies, the
+    Python of the loop); its other threads are the env engine's (ale-py's C++ threads),
+    so the split measures the non-env CPU directly rather than as a residual."""
     snap = {}
     for pid, parent in process_tree(root).items():
         cpu = proc_cpu_seconds(pid)
+        main = proc_cpu_seconds(pid, pid)
         if cpu is not None:
-            snap[pid] = (parent, cpu)
+            snap[pid] = (parent, cpu, cpu if main is None else main)
     return snap
 
 
@@ -200,7 +205,7 @@ class Boundary:
     iteration: int
     env_steps: int
     wall_time_s: float
-    cpu: Dict[int, Tuple[int, float]]
+    cpu: Dict[int, Tuple[int, float, float]]  # pid: (parent, CPU s, main thread's CPU s)
 
 
 def train_params(spec: RowSpec, args: argparse.Namespace) -> List[str]:
@@ -299,10 +304,14 @@ def cpu_by_group(start: Boundary, end: Boundary, learner: int,
                  names: Dict[int, str]) -> Tuple[Dict[str, float], List[int]]:
     """CPU seconds per group within the window, and the pids that exited inside it
     (their last seconds are missing: a worker restart; the report flags it)."""
-    groups = {"learner": 0.0, "env_workers": 0.0, "policy_workers": 0.0, "other": 0.0}
-    for pid, (_, cpu) in end.cpu.items():
-        before = start.cpu.get(pid, (0, 0.0))[1]  # born inside the window: from 0
-        groups[classify(pid, learner, names)] += cpu - before
+    groups = {"learner": 0.0, "env_workers": 0.0, "policy_workers": 0.0, "other": 0.0,
+              "env_worker_main_threads": 0.0}
+    for pid, (_, cpu, main) in end.cpu.items():
+        _, cpu0, main0 = start.cpu.get(pid, (0, 0.0, 0.0))  # born inside the window: from 0
+        group = classify(pid, learner, names)
+        groups[group] += cpu - cpu0
+        if group == "env_workers":  # (a part of env_workers, not another group)
+            groups["env_worker_main_threads"] += main - main0
     exited = [pid for pid in start.cpu if pid not in end.cpu]
     return groups, exited
 
@@ -357,7 +366,7 @@ def window_result(start: Boundary, end: Boundary, learner: int, names: Dict[int,
             "learner_collect_cpu_per_1k": collect,
             "processes": {str(pid): classify(pid, learner, names) for pid in end.cpu},
             "exited_in_window": exited,
-            "cores_busy": sum(groups.values()) / seconds}
+            "cores_busy": (sum(groups.values()) - groups["env_worker_main_threads"]) / seconds}
 
 
 # ------------------------------------------------------------------ micro-benchmarks
@@ -429,7 +438,10 @@ def micro_inference(conf: str, params: Sequence[str], batch: int,
     torch.set_num_threads(1)
     env = create_environment(num_parallel_environments=batch, num_threads=1)
     try:
-        raw_ts = env.reset()
+        env.reset()
+        # a mid-episode step, as nearly every step of a run is (an episode start makes the
+        # frame stacker build a fresh history)
+        raw_ts = env.step(env.action_spec().sample((batch,)))
         alg = build_algorithm(config, EnvSpecs.of(env), role="actor")
     finally:
         env.close()
@@ -437,10 +449,11 @@ def micro_inference(conf: str, params: Sequence[str], batch: int,
     t_state = zeros_from_spec(transformer.state_spec, batch)
     from alf.utils import precision  # pylint: disable=import-outside-toplevel
 
-    def act():  # one autocast region per step, as ActStep acts (weights are cast per step)
+    def act():  # one ActStep: the networks autocast in the acting dtype
         with precision.autocast_networks(alg.context.act_dtype):
             return alg.rollout_step(ts, state)
-    with torch.no_grad():
+    # as an actor acts between weight refreshes: bf16 weight casts made once, then reused
+    with torch.no_grad(), precision.keep_weight_casts(alg.context.act_dtype):
         ts, t_state = transformer.transform_timestep(raw_ts, t_state)
         state = alg.get_initial_rollout_state(batch)
         forward = _thread_cpu_of(act, calls)
@@ -521,7 +534,8 @@ def components(run: Dict[str, Any], micro: Dict[str, Any], sync: bool) -> Dict[s
     """The four components in CPU-s per 1k agent steps (module docstring), plus the
     learner process's share of the transport (the copy out of the slots, async) that
     caps a single learner."""
-    g = run["cpu_per_1k"]
+    g = dict(run["cpu_per_1k"])
+    acting_threads = g.pop("env_worker_main_threads", None)  # a part of env_workers
     total = sum(g.values())
     env = micro["env"]["raw_env_cpu_per_1k"]
     inference = micro["inference"]["inference_cpu_per_1k"]
@@ -535,8 +549,14 @@ def components(run: Dict[str, Any], micro: Dict[str, Any], sync: bool) -> Dict[s
         learner_transport = transport  # the sync learner process does everything
     else:
         learner_transport = collect or 0.0
-    return {"env": env, "inference": inference, "transport": transport, "learning": learning,
-            "total": total, "learner_transport": learner_transport}
+    out = {"env": env, "inference": inference, "transport": transport, "learning": learning,
+           "total": total, "learner_transport": learner_transport}
+    if not sync and acting_threads is not None:
+        # measured, not a residual: everything but the env engine's threads and learning
+        # (the env workers' acting threads, the policy workers, the learner's collect)
+        out["non_env_measured"] = acting_threads + g["policy_workers"] + (collect or 0.0)
+        out["env_threads_measured"] = g["env_workers"] - acting_threads
+    return out
 
 
 @dataclass
@@ -640,6 +660,19 @@ def markdown(rows: List[Dict[str, Any]], m: ModelParams, header: str) -> str:
         cells.append(f"{row['run']['agent_steps_per_s']:,.0f}")
         cells += [f"{p['cpu'][n]:,.0f}" for n in CORES] + [f"{p['gpu'][n]:,.0f}" for n in CORES]
         lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
+    measured = [row for row in rows if "non_env_measured" in row.get("components", {})]
+    if measured:
+        lines += ["", "Async rows, measured directly (no micro-benchmark, no residual): the env "
+                  "engine's threads (ale-py's C++ threads in the env workers) against everything "
+                  "else that acts and moves data (the env workers' main threads: policy forward, "
+                  "copies, the loop's Python; the policy workers; the learner's "
+                  "Learner.collect), CPU-s per 1,000 agent steps:", "",
+                  "| run | env engine threads | non-env: acting threads + policy workers + "
+                  "learner collect | of which learner collect |", "|---|---:|---:|---:|"]
+        for row in measured:
+            c = row["components"]
+            lines.append(f"| {row['name']} | {c['env_threads_measured']:.3f} | "
+                         f"{c['non_env_measured']:.3f} | {c['learner_transport']:.3f} |")
     lines += [f"\n{row['name']}: processes {row['run']['exited_in_window']} exited inside the "
               "window (a worker restart?): their last CPU seconds are missing"
               for row in rows if row.get("run", {}).get("exited_in_window")]
@@ -685,7 +718,10 @@ def print_row(row: Dict[str, Any]) -> None:
           f"({r['agent_steps_per_s']:.0f}/s, {r['cores_busy']:.2f} cores busy); CPU-s/1k "
           f"by process {json.dumps({k: round(v, 3) for k, v in r['cpu_per_1k'].items()})}; "
           f"env {c['env']:.3f} inference {c['inference']:.3f} transport {c['transport']:.3f} "
-          f"learning {c['learning']:.3f}", file=sys.stderr, flush=True)
+          f"learning {c['learning']:.3f}"
+          + (f"; measured: env threads {c['env_threads_measured']:.3f}, non-env "
+             f"{c['non_env_measured']:.3f}" if "non_env_measured" in c else ""),
+          file=sys.stderr, flush=True)
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

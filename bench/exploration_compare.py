@@ -27,26 +27,18 @@ Tasks (:data:`TASKS`; each arm is a shipped example, so a reader can rerun one s
 
 Each run is ``python -m alf.bin.train --conf=<arm> --root_dir=<root>/<task>/<arm>_s<seed>
 --conf_param TrainerConfig.random_seed=<seed> ...``; ``--parallel 2`` trains two at once
-(one per core). A finished run (its ``eval.csv`` reaches the budget) is read, not
-rerun. Then, for the greedy evaluation return and the training return, ``alf.bin.compare``
-writes ``<root>/<task>/compare_<metric>/{compare.md,curves.png,...}``; the script prints
-both tables and each run's wall time (the issue's bar: under 30 minutes per run on 2
+(one per core); the runner is ``bench/seed_compare.py``. A finished run (its ``eval.csv``
+reaches the budget) is read, not rerun. Then, for the greedy evaluation return and the
+training return, ``alf.bin.compare`` writes
+``<root>/<task>/compare_<metric>/{compare.md,curves.png,...}``; the script prints both tables and each run's wall time (the issue's bar: under 30 minutes per run on 2
 cores) and the machine's load.
 """
-import argparse
-import json
 import os
-import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional
+from typing import Dict
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from rnd_exploration import finished, read_csv as read_curve  # noqa: E402
-from train_runs import run_train  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import seed_compare  # noqa: E402
 
 #: task -> arms (label -> conf), budget, evaluation cadence, extra bindings, target
 TASKS: Dict[str, Dict] = {
@@ -101,85 +93,9 @@ TASKS: Dict[str, Dict] = {
 }
 
 
-def train(task: str, arm: str, seed: int, a) -> Dict:
-    """One run (or the finished one already there): its directory and wall time."""
-    spec = TASKS[task]
-    run_dir = os.path.join(a.root, task, f"{arm}_s{seed}")
-    params = list(spec["params"]) + [f"TrainerConfig.num_env_steps={a.env_steps}",
-                                     f"TrainerConfig.random_seed={seed}",
-                                     "TrainerConfig.checkpoint_interval=1000000"]
-    params += list(spec.get("arm_params", {}).get(arm, ())) + list(a.conf_param)
-    wall_file = run_dir + ".wall_s"
-    if not finished(run_dir, a.env_steps):
-        if os.path.exists(run_dir):
-            raise SystemExit(f"{run_dir} exists but did not finish: remove it and rerun")
-        print(f"[exploration_compare] {task} {arm} seed {seed} -> {run_dir}", flush=True)
-        t0 = time.time()
-        out = run_train([f"--conf={spec['arms'][arm]}"], run_dir, params)
-        with open(run_dir + ".log", "w") as f:
-            f.write(out)
-        with open(wall_file, "w") as f:
-            f.write(f"{time.time() - t0:.1f}\n")
-    wall = float(open(wall_file).read()) if os.path.exists(wall_file) else None
-    evals = read_curve(os.path.join(run_dir, "eval.csv"), "eval_return")
-    print(f"[exploration_compare] {task} {arm} seed {seed}: final eval "
-          f"{evals[-1][1] if evals else None}, wall {wall} s", flush=True)
-    return {"arm": arm, "seed": seed, "run_dir": run_dir, "wall_s": wall,
-            "final_eval": evals[-1][1] if evals else None}
 
-
-def compare(task: str, metric: str, a) -> str:
-    """``alf.bin.compare`` over the arms' runs for ``metric``; its markdown table."""
-    out_dir = os.path.join(a.root, task, f"compare_{metric}")
-    cmd = [sys.executable, "-m", "alf.bin.compare", "--metric", metric,
-           "--target", str(TASKS[task]["target"]), "--out_dir", out_dir,
-           "--max_steps", str(a.env_steps)]
-    for arm in TASKS[task]["arms"]:
-        seeds = "[" + "".join(sorted({str(s) for s in a.seeds})) + "]" \
-            if all(0 <= s <= 9 for s in a.seeds) else "*"
-        cmd += ["--group", f"{arm}={os.path.join(a.root, task, arm)}_s{seeds}"]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}")
-    return proc.stdout
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", choices=sorted(TASKS), required=True)
-    p.add_argument("--seeds", type=int, nargs="+", default=None,
-                   help="default: the task's (minigrid tasks 0-4; sac_mountaincar 1-3)")
-    p.add_argument("--env_steps", type=int, default=None,
-                   help="budget per run (default: the task's)")
-    p.add_argument("--arms", nargs="+", default=None, help="default: both of the task's")
-    p.add_argument("--conf_param", action="append", default=[],
-                   help="an extra binding for every run (repeatable)")
-    p.add_argument("--parallel", type=int, default=1, help="runs at once")
-    p.add_argument("--root", default=os.path.join(ROOT, "runs", "exploration_compare"))
-    a = p.parse_args(argv)
-    a.root = os.path.abspath(a.root)
-    a.env_steps = a.env_steps or TASKS[a.task]["env_steps"]
-    a.seeds = a.seeds or TASKS[a.task].get("seeds", [0, 1, 2, 3, 4])
-    arms = a.arms or list(TASKS[a.task]["arms"])
-    print(f"[exploration_compare] start: {subprocess.getoutput('uptime').strip()}", flush=True)
-    jobs = [(arm, s) for s in a.seeds for arm in arms]
-    with ThreadPoolExecutor(max_workers=max(1, a.parallel)) as pool:
-        results = list(pool.map(lambda job: train(a.task, job[0], job[1], a), jobs))
-    print(f"[exploration_compare] end: {subprocess.getoutput('uptime').strip()}", flush=True)
-    walls = [r["wall_s"] for r in results if r["wall_s"] is not None]
-    if walls:
-        print(f"wall time per run: max {max(walls) / 60:.1f} min, mean "
-              f"{sum(walls) / len(walls) / 60:.1f} min ({len(walls)} runs, "
-              f"{a.parallel} at once)")
-    with open(os.path.join(a.root, a.task, "runs.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    if set(arms) == set(TASKS[a.task]["arms"]):
-        for metric in ("eval_return", "train_return"):
-            print(f"\n## {a.task}: {metric}\n")
-            print(compare(a.task, metric, a))
-    return 0
+def main(argv=None) -> int:
+    return seed_compare.main("exploration_compare", TASKS, __doc__, argv)
 
 
 if __name__ == "__main__":
