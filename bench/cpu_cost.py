@@ -17,7 +17,8 @@ Rows (the real command, ``python -m alf.bin.train``, with a fixed iteration coun
 * ``async in-worker``: ``--conf=appo_atari.gin`` with ``TrainerConfig.num_policy_workers=0``
   (an env worker process acts with its own policy copy; pinned, although it is also
   what ``num_policy_workers=None`` picks);
-* ``async + policy workers`` (``--policy_workers N``, default 1; 0 drops the row):
+* ``async + policy workers`` (``--policy_workers N``, default 1; 0 drops the row;
+  ``--no_sync`` drops the sync row):
   ``appo_atari.gin`` with ``TrainerConfig.num_policy_workers=N`` (inference in separate
   processes). Reported as skipped when this checkout's TrainerConfig does not know the
   parameter.
@@ -684,9 +685,10 @@ def markdown(rows: List[Dict[str, Any]], m: ModelParams, header: str) -> str:
 def row_specs(args: argparse.Namespace) -> List[RowSpec]:
     """The rows to measure: sync, async in-worker (``num_policy_workers=0``) and
     (``--policy_workers N``, N > 0) async with N policy workers."""
-    specs = [RowSpec("sync", args.sync_conf),
-             # pinned: left unset (None) alf picks policy workers itself on 8+ CPUs
-             RowSpec("async in-worker", args.async_conf, ["TrainerConfig.num_policy_workers=0"])]
+    specs = [] if args.no_sync else [RowSpec("sync", args.sync_conf)]
+    # pinned, although None (unset) picks in-worker inference too
+    specs.append(RowSpec("async in-worker", args.async_conf,
+                         ["TrainerConfig.num_policy_workers=0"]))
     if args.policy_workers:
         specs.append(RowSpec("async + policy workers", args.async_conf,
                              [f"TrainerConfig.num_policy_workers={args.policy_workers}"]))
@@ -730,6 +732,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sync_conf", default="ppo_atari.gin")
     p.add_argument("--async_conf", default="appo_atari.gin")
+    p.add_argument("--no_sync", action="store_true",
+                   help="leave out the sync row (the async rows' non-env CPU only)")
     p.add_argument("--policy_workers", type=int, default=1,
                    help="the row with TrainerConfig.num_policy_workers=N (0: no such row)")
     p.add_argument("--warmup_iters", type=int, default=10,
