@@ -56,6 +56,7 @@ Writes ``bench/results/cpu_cost.json`` and ``bench/results/cpu_cost.md`` (the ta
 and its assumptions).
 """
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -454,7 +455,9 @@ def micro_inference(conf: str, params: Sequence[str], batch: int,
         with precision.autocast_networks(alg.context.act_dtype):
             return alg.rollout_step(ts, state)
     # as an actor acts between weight refreshes: bf16 weight casts made once, then reused
-    with torch.no_grad(), precision.keep_weight_casts(alg.context.act_dtype):
+    # (a checkout from before keep_weight_casts: its actors cast at every step, so do we)
+    keep = getattr(precision, "keep_weight_casts", lambda dtype: contextlib.nullcontext())
+    with torch.no_grad(), keep(alg.context.act_dtype):
         ts, t_state = transformer.transform_timestep(raw_ts, t_state)
         state = alg.get_initial_rollout_state(batch)
         forward = _thread_cpu_of(act, calls)
