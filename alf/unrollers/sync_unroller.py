@@ -136,11 +136,28 @@ class SyncUnroller:
             Metrics are updated once per unroll from the raw time steps.
         """
         self._ensure_started()
-        env = self._env
         act = ActStep(self._transformer, policy_step, self._init_state_cache, self._act_dtype)
+        raw_step_types, raw_rewards = [], []
+        # the weights are fixed during an unroll: bf16 acting casts them once, not per step
+        # (not with autograd on: an on-policy rollout's graph is trained through)
+        keep = None if torch.is_grad_enabled() else self._act_dtype
+        with precision.keep_weight_casts(keep):
+            exps, ts, pstate, tstate = self._steps(act, unroll_length, action_override,
+                                                   raw_step_types, raw_rewards)
+        # States carried into the next unroll must not hold this unroll's graph.
+        self._time_step, self._policy_state, self._transformer_state = ts, detach(pstate), detach(tstate)
+        self._metrics.update_sequence(torch.stack(raw_step_types).cpu(),
+                                      torch.stack(raw_rewards).cpu())
+        return alf_nest.stack(exps)
+
+    def _steps(self, act: ActStep, unroll_length: int, action_override: Any,
+               raw_step_types: List[torch.Tensor], raw_rewards: List[torch.Tensor]) -> Any:
+        """The unroll's steps from the carried time step and states: ``(experiences,
+        time step, policy state, transformer state)`` after them; the raw step types
+        and rewards are appended to the lists given."""
+        env = self._env
         ts, pstate, tstate = self._time_step, self._policy_state, self._transformer_state
         exps: List[Experience] = []
-        raw_step_types, raw_rewards = [], []
         for _ in range(unroll_length):
             raw_step_types.append(ts.step_type)
             raw_rewards.append(ts.reward)
@@ -155,11 +172,7 @@ class SyncUnroller:
             if self._overwrite_policy_output:
                 exps[-1] = exps[-1]._replace(action=executed_action(exps[-1].action, ts))
             pstate = acted.alg_step.state
-        # States carried into the next unroll must not hold this unroll's graph.
-        self._time_step, self._policy_state, self._transformer_state = ts, detach(pstate), detach(tstate)
-        self._metrics.update_sequence(torch.stack(raw_step_types).cpu(),
-                                      torch.stack(raw_rewards).cpu())
-        return alf_nest.stack(exps)
+        return exps, ts, pstate, tstate
 
     def reset(self) -> None:
         """Forget the carried time step: the next unroll starts with ``env.reset()``."""

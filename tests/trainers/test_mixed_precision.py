@@ -173,3 +173,25 @@ def test_an_actor_keeps_its_bf16_weight_casts_without_changing_a_bit(make_traine
     a, b = kept.algorithm.state_dict(), recast.algorithm.state_dict()
     changed = [k for k in a if isinstance(a[k], torch.Tensor) and not torch.equal(a[k], b[k])]
     assert not changed, f"parameters differ: {changed[:3]}"
+
+
+def test_a_sync_unroll_keeps_its_bf16_weight_casts_without_changing_a_bit(
+        make_trainer, tmp_path, monkeypatch):
+    """A sync unroll's weights are fixed, so bf16 acting casts them once per unroll: the
+    run is bit for bit the one that casts at every step (the casts made in one unroll
+    must not reach the next, after training changed the weights)."""
+    import contextlib
+    conf = ['TrainerConfig.act_precision="bf16"', "TrainerConfig.num_iterations=4"]
+    regions = []
+    real_keep = precision.keep_weight_casts
+    monkeypatch.setattr(precision, "keep_weight_casts",
+                        lambda dtype: (regions.append(dtype), real_keep(dtype))[1])
+    kept = make_trainer(tmp_path / "kept", params=conf)
+    kept.run()
+    assert torch.bfloat16 in regions  # the unrolls ran in a region that keeps the casts
+    monkeypatch.setattr(precision, "keep_weight_casts", lambda dtype: contextlib.nullcontext())
+    recast = make_trainer(tmp_path / "recast", params=conf)
+    recast.run()
+    a, b = kept.algorithm.state_dict(), recast.algorithm.state_dict()
+    changed = [k for k in a if isinstance(a[k], torch.Tensor) and not torch.equal(a[k], b[k])]
+    assert not changed, f"parameters differ: {changed[:3]}"
