@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any, List, Tuple
 
+import torch
+
 from alf import config as alf_config
 from alf.metrics import EpisodeMetrics
 from alf.trainers.evaluator import evaluate
@@ -35,6 +37,7 @@ class RunReport:
         self._is_main = is_main
         self._quiet = quiet or not is_main
         self._last_print = float("-inf")  # perf_counter of the last progress line
+        self._bf16_threads = bf16_cpu_threads(config, governor.threads)
         self.precision_line()
 
     def notice(self, text: str) -> None:
@@ -57,6 +60,13 @@ class RunReport:
                           else cfg.device)
             self.line("[alf] precision: " + precision.describe(
                 cfg.train_precision, cfg.act_precision, cfg.device, act_device))
+        if self._bf16_threads:
+            self.notice(f"[alf] precision: bf16 on the CPU with {self._bf16_threads} torch "
+                        "threads: oneDNN's bf16 kernels wait for each other spinning, so next "
+                        "to other busy processes (another run, a test suite) this run can "
+                        "slow 10-40x; give it a core per thread, or set "
+                        "TrainerConfig.num_threads=1 for runs side by side "
+                        "(docs/design/mixed_precision.md)")
 
     def progress_text(self, learner: Any, metrics: EpisodeMetrics, fps: float, elapsed: float,
                       ups: float = 0.0, runner_text: str = "") -> str:
@@ -66,6 +76,8 @@ class RunReport:
         iters = f"/{cfg.num_iterations:,}" if cfg.num_iterations else ""
         ret = metrics.average_return()
         note = self._governor.progress_note()
+        if note and self._bf16_threads:
+            note += " (bf16 with several threads: see the precision note at the start)"
         if learner.unroller is None:  # pure offline: no env steps, the return is evaluation's
             return (f"[alf] iter {ctx.iteration:,}{iters} | updates {ctx.num_updates:,} | "
                     f"updates/s {ups:,.0f} | eval return {ret:.1f}{note} | {elapsed:.1f}s")
@@ -153,3 +165,15 @@ def fmt_float(x: float) -> str:
     """A progress.csv cell: 3 decimals, empty for NaN."""
     return "" if math.isnan(x) else f"{x:.3f}"
 
+
+def bf16_cpu_threads(config: Any, threads: int) -> int:
+    """``threads`` when the run computes in bf16 on the CPU with more than one torch thread
+    (training on a CPU device, or a sync rollout acting there), else 0. oneDNN's bf16
+    convolution kernels wait for their sibling threads spinning: with more threads than
+    free CPUs a forward and backward of the Nature CNN took 0.5-1 s instead of 14 ms
+    (two such processes side by side on 2 cores, measured 2026-11-28)."""
+    if threads <= 1 or torch.device(config.device).type != "cpu":
+        return 0
+    train = precision.resolve("train_precision", config.train_precision, config.device)
+    act = precision.resolve("act_precision", config.act_precision, config.device)
+    return threads if train is not None or (act is not None and not config.async_unroll) else 0

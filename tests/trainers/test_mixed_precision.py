@@ -195,3 +195,23 @@ def test_a_sync_unroll_keeps_its_bf16_weight_casts_without_changing_a_bit(
     a, b = kept.algorithm.state_dict(), recast.algorithm.state_dict()
     changed = [k for k in a if isinstance(a[k], torch.Tensor) and not torch.equal(a[k], b[k])]
     assert not changed, f"parameters differ: {changed[:3]}"
+
+
+def test_bf16_with_several_cpu_threads_warns_how_to_run_side_by_side(make_trainer, tmp_path,
+                                                                     capsys):
+    """oneDNN's bf16 kernels spin while waiting for sibling threads: a bf16 CPU run with
+    more than one torch thread says so at the start, naming the fix."""
+    from alf.trainers.run_report import bf16_cpu_threads
+    make_trainer(tmp_path / "two", params=['TrainerConfig.train_precision="bf16"',
+                                           "TrainerConfig.num_threads=2"])
+    err = capsys.readouterr().err
+    assert ("bf16 on the CPU with 2 torch threads" in err
+            and "TrainerConfig.num_threads=1 for runs side by side" in err)
+    make_trainer(tmp_path / "one", params=['TrainerConfig.train_precision="bf16"',
+                                           "TrainerConfig.num_threads=1"])
+    assert "oneDNN" not in capsys.readouterr().err
+    make_trainer(tmp_path / "fp32", params=["TrainerConfig.num_threads=2"])
+    assert "oneDNN" not in capsys.readouterr().err
+    config = TrainerConfig(algorithm_ctor=object, num_iterations=1, device="cpu",
+                           act_precision="bf16", async_unroll=True)
+    assert bf16_cpu_threads(config, 4) == 0  # acting in env workers: 1 thread each
