@@ -127,7 +127,10 @@ def cpu_snapshot(root: int) -> Dict[int, Tuple[int, float, float]]:
     """``{pid: (parent pid, CPU seconds, main thread's CPU seconds)}`` of the tree under
     ``root`` now. An env worker's main thread acts (the policy forward, the copies, the
     Python of the loop); its other threads are the env engine's (ale-py's C++ threads),
-    so the split measures the non-env CPU directly rather than as a residual."""
+    so the split measures the non-env CPU directly rather than as a residual. It assumes
+    ``env_worker_threads == 1`` (with more, torch's OpenMP threads would run part of the
+    forward off the main thread and count as env) and an env engine with its own threads
+    (ale-py); env subprocesses would count in "other"."""
     snap = {}
     for pid, parent in process_tree(root).items():
         cpu = proc_cpu_seconds(pid)

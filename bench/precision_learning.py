@@ -15,7 +15,10 @@ Tasks (:data:`TASKS`; the runner is ``bench/seed_compare.py``):
 - ``halfcheetah_sac``: ``sac_halfcheetah.gin``, seeds 0-2, 100k env steps, greedy
   evaluation return every 10k steps.
 
-What a 2-core machine allows: ``breakout_ppo`` is six runs of ~8-10 minutes two at once;
+Every run has one torch thread (``TrainerConfig.num_threads=1``), so two runs side by side
+do not oversubscribe the cores (bf16's oneDNN kernels spin-wait: docs/design/mixed_precision.md).
+
+What a 2-core machine allows: ``breakout_ppo`` is six runs of ~7-10 minutes two at once;
 the issue's equal-agent-steps comparison at full length (10M agent steps) is ~5 hours a
 run here.
 """
@@ -34,7 +37,9 @@ TASKS: Dict[str, Dict] = {
         "arms": {"fp32": "ppo_atari.gin", "bf16": "ppo_atari.gin"},
         "arm_params": {"bf16": BF16},
         "env_steps": 150_000,
-        "params": ["TrainerConfig.summary_interval=5"],
+        # one torch thread per run: two bf16 runs side by side with 2 threads each spin in
+        # oneDNN's kernels (docs/design/mixed_precision.md); both arms alike
+        "params": ["TrainerConfig.summary_interval=5", "TrainerConfig.num_threads=1"],
         "metrics": ["train_return"],
         "target": 10.0,  # bricks per life lost ~ 2: past the random policy's ~1.5
         "seeds": [0, 1, 2],
@@ -43,7 +48,7 @@ TASKS: Dict[str, Dict] = {
         "arms": {"fp32": "appo_atari.gin", "bf16": "appo_atari.gin"},
         "arm_params": {"bf16": BF16},
         "env_steps": 150_000,
-        "params": ["TrainerConfig.summary_interval=5"],
+        "params": ["TrainerConfig.summary_interval=5", "TrainerConfig.num_threads=1"],
         "metrics": ["train_return"],
         "target": 10.0,
         "seeds": [0, 1, 2],

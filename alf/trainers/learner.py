@@ -328,6 +328,9 @@ class Learner:
 
             def policy_step(time_step, state, step=policy_step):
                 with lock:
+                    # the learner thread may have stepped since: bf16 copies of the old
+                    # weights the unroll kept (precision.keep_weight_casts) are stale
+                    precision.drop_weight_casts()
                     return step(time_step, state)
         result = self._unroller.collect(policy_step, unroll_length, action_override=override)
         self._last_unroll_steps = self._context.count_env_steps(result.env_steps)

@@ -176,4 +176,5 @@ def bf16_cpu_threads(config: Any, threads: int) -> int:
         return 0
     train = precision.resolve("train_precision", config.train_precision, config.device)
     act = precision.resolve("act_precision", config.act_precision, config.device)
-    return threads if train is not None or (act is not None and not config.async_unroll) else 0
+    acts_here = not config.async_unroll or config.async_mode == "serial"
+    return threads if train is not None or (act is not None and acts_here) else 0

@@ -181,7 +181,7 @@ class ActorWorker:
         for g in self._groups:
             g.slot = self._acquire_slot(g.index)
             g.slots.write_step(g.slot, 0, g.carried)
-        # bf16 acting: each weight is cast once per version, not once per step
+        # bf16 acting: each weight is cast once per round (and per new version), not per step
         with torch.no_grad(), precision.keep_weight_casts(self._act_step.act_dtype):
             for t in range(1, T + 1):
                 if t == T:

@@ -127,7 +127,10 @@ def keep_weight_casts(dtype: Optional[torch.dtype]) -> Iterator[None]:
     Only for code that does not change the weights in place inside the region (an
     actor between weight refreshes); whoever loads new weights calls
     :func:`drop_weight_casts`. Never around training: an optimizer step would leave
-    the cached copies stale."""
+    the cached copies stale. Torch's cache is one per process (only the nesting is per
+    thread): another thread's outermost autocast region ending, or its
+    ``drop_weight_casts``, empties it too, which costs a re-cast, never a wrong value.
+    Only weights that require grad are cached: frozen ones are cast at every call."""
     if dtype is None:
         yield
         return

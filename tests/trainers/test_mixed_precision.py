@@ -215,3 +215,26 @@ def test_bf16_with_several_cpu_threads_warns_how_to_run_side_by_side(make_traine
     config = TrainerConfig(algorithm_ctor=object, num_iterations=1, device="cpu",
                            act_precision="bf16", async_unroll=True)
     assert bf16_cpu_threads(config, 4) == 0  # acting in env workers: 1 thread each
+
+
+def test_with_the_learner_thread_every_act_step_drops_the_kept_casts(make_trainer, alf_cli,
+                                                                      tmp_path, monkeypatch):
+    """The learner thread steps the optimizer between act steps of a sync unroll, so the
+    kept bf16 casts are dropped before every act step (under the weights lock)."""
+    drops = []
+    real_drop = precision.drop_weight_casts
+    monkeypatch.setattr(precision, "drop_weight_casts",
+                        lambda: (drops.append(1), real_drop())[1])
+    trainer = make_trainer(tmp_path / "thread", alf_cli.TINY_PPO,
+                           ["TrainerConfig.learner_thread=True", "TrainerConfig.num_iterations=3",
+                            'TrainerConfig.act_precision="bf16"'])
+    trainer.run()
+    assert len(drops) >= trainer.context.env_steps // 2  # one per act step (2 envs each)
+
+
+def test_a_serial_async_bf16_actor_warns_about_its_threads():
+    from alf.trainers.run_report import bf16_cpu_threads
+    kw = dict(algorithm_ctor=object, num_iterations=1, device="cpu", act_precision="bf16",
+              async_unroll=True)
+    assert bf16_cpu_threads(TrainerConfig(async_mode="serial", **kw), 2) == 2
+    assert bf16_cpu_threads(TrainerConfig(**kw), 2) == 0
