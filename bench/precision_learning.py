@@ -32,27 +32,22 @@ import seed_compare  # noqa: E402
 #: both bf16 arms compute in bf16 for training and acting
 BF16: List[str] = ['TrainerConfig.train_precision="bf16"', 'TrainerConfig.act_precision="bf16"']
 
+
+def _breakout(conf: str) -> Dict:
+    """A Breakout task: ``conf`` in both arms, 150k agent steps, seeds 0-2, training return.
+    One torch thread per run: two bf16 runs side by side with 2 threads each spin in
+    oneDNN's kernels (docs/design/mixed_precision.md); both arms alike."""
+    return {"arms": {"fp32": conf, "bf16": conf}, "arm_params": {"bf16": BF16},
+            "env_steps": 150_000,
+            "params": ["TrainerConfig.summary_interval=5", "TrainerConfig.num_threads=1"],
+            "metrics": ["train_return"],
+            "target": 10.0,  # bricks per life lost ~ 2: past the random policy's ~1.5
+            "seeds": [0, 1, 2]}
+
+
 TASKS: Dict[str, Dict] = {
-    "breakout_ppo": {
-        "arms": {"fp32": "ppo_atari.gin", "bf16": "ppo_atari.gin"},
-        "arm_params": {"bf16": BF16},
-        "env_steps": 150_000,
-        # one torch thread per run: two bf16 runs side by side with 2 threads each spin in
-        # oneDNN's kernels (docs/design/mixed_precision.md); both arms alike
-        "params": ["TrainerConfig.summary_interval=5", "TrainerConfig.num_threads=1"],
-        "metrics": ["train_return"],
-        "target": 10.0,  # bricks per life lost ~ 2: past the random policy's ~1.5
-        "seeds": [0, 1, 2],
-    },
-    "breakout_appo": {
-        "arms": {"fp32": "appo_atari.gin", "bf16": "appo_atari.gin"},
-        "arm_params": {"bf16": BF16},
-        "env_steps": 150_000,
-        "params": ["TrainerConfig.summary_interval=5", "TrainerConfig.num_threads=1"],
-        "metrics": ["train_return"],
-        "target": 10.0,
-        "seeds": [0, 1, 2],
-    },
+    "breakout_ppo": _breakout("ppo_atari.gin"),
+    "breakout_appo": _breakout("appo_atari.gin"),
     "halfcheetah_sac": {
         "arms": {"fp32": "sac_halfcheetah.gin", "bf16": "sac_halfcheetah.gin"},
         "arm_params": {"bf16": BF16},

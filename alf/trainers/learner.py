@@ -325,12 +325,14 @@ class Learner:
         policy_step = self._algorithm.rollout_step
         if self.threaded:  # never act on half an optimizer step of the learner thread
             lock = self._context.weights_lock
+            # bf16 acting: the learner thread may have stepped since the last act step, so
+            # the bf16 copies of the old weights the unroll kept (keep_weight_casts) are stale
+            stale_casts = self._context.act_dtype is not None
 
             def policy_step(time_step, state, step=policy_step):
                 with lock:
-                    # the learner thread may have stepped since: bf16 copies of the old
-                    # weights the unroll kept (precision.keep_weight_casts) are stale
-                    precision.drop_weight_casts()
+                    if stale_casts:
+                        precision.drop_weight_casts()
                     return step(time_step, state)
         result = self._unroller.collect(policy_step, unroll_length, action_override=override)
         self._last_unroll_steps = self._context.count_env_steps(result.env_steps)
