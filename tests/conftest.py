@@ -175,6 +175,16 @@ def alf_cli() -> Cli:
     return Cli()
 
 
+@pytest.fixture(autouse=True)
+def _no_gin_bindings_leak_out():
+    """Clear gin after every test: a test (or a module fixture) that parses a config and
+    leaves its bindings would change what a later test on the same xdist worker builds
+    (a leaked ``NormalProjectionNetwork.scale_distribution = True`` once made an unrelated
+    network test fail only in CI's test order)."""
+    yield
+    gin.clear_config()
+
+
 @pytest.fixture
 def clean_gin():
     """Clear gin bindings before and after a test that parses configs in-process."""

@@ -52,7 +52,7 @@ def test_bf16_computes_inside_the_network_and_returns_fp32():
     assert precision.active_dtype() is None  # the context is left as it was
 
 
-def test_distributions_are_built_from_fp32_parameters():
+def test_distributions_are_built_from_fp32_parameters(clean_gin):
     torch.manual_seed(0)
     x = torch.randn(32, 8)
     for spec in (DISCRETE, CONTINUOUS):
@@ -66,7 +66,7 @@ def test_distributions_are_built_from_fp32_parameters():
         assert log_prob.dtype == torch.float32 and log_prob.shape == (32,)
 
 
-def test_a_recurrent_network_returns_an_fp32_state():
+def test_a_recurrent_network_returns_an_fp32_state(clean_gin):
     net = ActorDistributionRNNNetwork(OBS, DISCRETE, input_fc_layer_params=(16,),
                                       lstm_hidden_size=8)
     state = net.get_initial_state(4)
