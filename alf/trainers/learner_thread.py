@@ -53,6 +53,7 @@ import torch
 
 from alf.errors import ConfigError, UserError
 from alf.trainers.learner import Learner
+from alf.unrollers.sync_unroller import SyncUnroller
 
 
 class LearnerStalledError(UserError):
@@ -107,6 +108,9 @@ class ThreadedRunner:
         self._last_lags: List[int] = []
         self._stall_signal = _StallSignal()
         self._run_threads = torch.get_num_threads()  # without a governor (tests)
+        # a sync unroll acts on the main thread, in this process; an async one in env
+        # worker processes, and the main thread only copies finished trajectories out
+        self._acts_here = isinstance(getattr(learner, "unroller", None), SyncUnroller)
         self._thread = threading.Thread(target=self._train_forever, name="alf-learner",
                                         daemon=True)
         self._thread.start()
@@ -215,7 +219,7 @@ class ThreadedRunner:
                 self._queue.task_done()
                 return
             trained_before, batch, iteration, summarize = item
-            _follow_thread_governor(self._context, self._run_threads)
+            _follow_thread_governor(self._context, self._run_threads, self._acts_here)
             try:
                 with self._lags_lock:
                     self._lags.append(self._trained - trained_before)
@@ -274,16 +278,18 @@ class _StallSignal:
             self._previous = None
 
 
-def _follow_thread_governor(context: Any, default: int) -> None:
+def _follow_thread_governor(context: Any, default: int, acts_here: bool = True) -> None:
     """The learner thread's torch threads: the run's count (the thread governor's, fixed
-    for the run so that results do not depend on the load) less one CPU for the acting
-    thread, at least 1. With OpenMP, ``torch.set_num_threads``
-    sets the calling thread's pool only, and an OpenMP pool whose threads wait for a core
-    the acting thread holds loses more than the thread it gains (measured on 2 cores:
-    SAC HalfCheetah at 58 env steps/s with 2 learner threads, 71 with 1). ``default``:
-    the count without a governor."""
+    for the run so that results do not depend on the load), less one CPU for the acting
+    thread when this process acts (``acts_here``: a sync unroll), at least 1. With
+    OpenMP, ``torch.set_num_threads`` sets the calling thread's pool only, and an OpenMP
+    pool whose threads wait for a core the acting thread holds loses more than the thread
+    it gains (measured on 2 cores: SAC HalfCheetah at 58 env steps/s with 2 learner
+    threads, 71 with 1). With an async unroll the env workers act in their own processes:
+    keeping a CPU back left one idle (``appo_atari.gin`` on 2 cores: 372 agent steps/s
+    with 1 learner thread, 453 with 2). ``default``: the count without a governor."""
     governor = getattr(context, "cpu_governor", None)
-    wanted = max(1, (governor.threads if governor is not None else default) - 1)
+    wanted = max(1, (governor.threads if governor is not None else default) - int(acts_here))
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
 
