@@ -22,6 +22,7 @@ Variants (same weights; all under ``torch.no_grad``):
 Writes ``bench/results/acting_forward_variants.json``.
 """
 import argparse
+import copy
 import json
 import os
 import time
@@ -55,12 +56,12 @@ def cpu_ms_per_sample(forward: Callable[[torch.Tensor], torch.Tensor], x: torch.
 def variants(net: nn.Sequential, example: torch.Tensor) -> Dict[str, Callable]:
     """The forward variants of the module docstring, sharing ``net``'s weights."""
     scaled = lambda x: x.float() / 255  # noqa: E731
-    convs = torch.utils.mkldnn.to_mkldnn(_copy(net)[:6])
+    convs = torch.utils.mkldnn.to_mkldnn(copy.deepcopy(net)[:6])
     head = net[6:]
-    nhwc = _copy(net).to(memory_format=torch.channels_last)
+    nhwc = copy.deepcopy(net).to(memory_format=torch.channels_last)
     frozen = torch.jit.optimize_for_inference(torch.jit.freeze(
-        torch.jit.trace(_copy(net), scaled(example))))
-    bf16 = _copy(net).to(torch.bfloat16)
+        torch.jit.trace(copy.deepcopy(net), scaled(example))))
+    bf16 = copy.deepcopy(net).to(torch.bfloat16)
     return {
         "eager": lambda x: net(scaled(x)),
         "channels_last": lambda x: nhwc(scaled(x).contiguous(memory_format=torch.channels_last)),
@@ -68,12 +69,6 @@ def variants(net: nn.Sequential, example: torch.Tensor) -> Dict[str, Callable]:
         "jit_freeze": lambda x: frozen(scaled(x)),
         "bf16_weights": lambda x: bf16(x.to(torch.bfloat16) / 255).float(),
     }
-
-
-def _copy(net: nn.Sequential) -> nn.Sequential:
-    other = nature_cnn(net[-1].out_features).eval()
-    other.load_state_dict(net.state_dict())
-    return other
 
 
 def main() -> None:
