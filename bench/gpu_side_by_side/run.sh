@@ -11,8 +11,8 @@
 #     OUT=/path/to/empty bash bench/gpu_side_by_side/run.sh
 #
 # Writes $OUT/log.txt (every command's full output, in order), $OUT/summary.json (one
-# record per run) and $OUT/monitor.csv (epoch s, load average, GPU util %, GPU MiB every
-# 2 s). Every run is under `timeout` (which signals the run's whole process group), so one
+# record per run), $OUT/monitor.csv (epoch s, load average, GPU util %, GPU MiB every
+# 2 s) and $OUT/learner_host_cost*.json (the learner's host time per phase). Every run is under `timeout` (which signals the run's whole process group), so one
 # failure never stops the script, and the script ends within BUDGET_S seconds (480 by
 # default) however slow the runs are. PRECISION_ROWS=0 leaves out the bf16 rows.
 #
@@ -215,6 +215,18 @@ done
 # 3e. Sample Factory with its shipped Atari defaults (8 workers x 1 env, async_rl=False)
 step e_sf_default "$E_SECS" 0 INT 20 sf_train sf_default $E_EXTRA
 
+# 3g. where the learner's host time goes, per phase (copy, V-trace preprocess, mini-batch
+# updates), with the aten op count and the GPU syncs per iteration
+# (bench/learner_host_cost.py): C_ENVS trajectories per iteration, as the async rows
+# train; then each phase synchronized (its wall time then holds its GPU time).
+# LEARNER_HOST=0 leaves it out.
+if [ "${LEARNER_HOST:-1}" = 1 ]; then
+  step f_learner_host 60 0 TERM 10 alf_env "$PY" "$ALF_SRC/bench/learner_host_cost.py" \
+    --device "$ALF_DEVICE" --envs "$C_ENVS" --out "$OUT/learner_host_cost.json"
+  step f_learner_host_synced 60 0 TERM 10 alf_env "$PY" "$ALF_SRC/bench/learner_host_cost.py" \
+    --device "$ALF_DEVICE" --envs "$C_ENVS" --sync_phases --out "$OUT/learner_host_cost_synced.json"
+fi
+
 # 4. summary: agent steps/s (alf, from progress.csv, warm-up excluded) and frames/s (SF,
 # frame skip 4: frames = 4 x agent steps), exit status, GPU utilisation during the run
 say "===== summary (elapsed $(elapsed)s)"
@@ -365,6 +377,18 @@ for name in steps:
         rec = {"name": name, **alf_rate(name, int(os.environ["B_WARM"]))}
     elif name.startswith("c_"):
         rec = {"name": name, **alf_rate(name, int(os.environ["C_WARM"]))}
+    elif name.startswith("f_"):  # learner_host_cost.py: host CPU-s per 1k agent steps
+        rec = {"name": name, "unit": "-"}
+        try:
+            # f_learner_host -> learner_host_cost.json, f_learner_host_synced -> ..._synced.json
+            suffix = name.split("learner_host", 1)[1]
+            cost = json.load(open(os.path.join(out, f"learner_host_cost{suffix}.json")))
+            rec["host_cpu_s_per_1k"] = {k: round(v["cpu_s_per_1k"], 4)
+                                        for k, v in cost["phases"].items()}
+            rec["aten_ops_per_iteration"] = cost["aten_ops_per_iteration"]
+            rec["gpu_syncs_per_iteration"] = sum(cost["sync_sites_per_iteration"].values())
+        except (OSError, ValueError, KeyError) as e:
+            rec["error"] = f"no learner_host_cost json ({e.__class__.__name__})"
     else:
         rec = {"name": name, **sf_rate(name)}
     rc = rc_of(name)
@@ -384,7 +408,8 @@ for r in records:
         notes.append(f"= {r['frames_per_s']:,.0f} frames/s")
     if "agent_steps_per_s" in r:
         notes.append(f"= {r['agent_steps_per_s']:,.1f} agent steps/s")
-    for k in ("last_policy_lag_min_avg_max", "measured_iterations", "median_fps_10s_steady",
+    for k in ("host_cpu_s_per_1k", "aten_ops_per_iteration", "gpu_syncs_per_iteration",
+              "last_policy_lag_min_avg_max", "measured_iterations", "median_fps_10s_steady",
               "whole_run_fps_incl_startup", "gpu_util_mean_pct", "error", "note"):
         if r.get(k) is not None:
             notes.append(f"{k}={r[k]}")
