@@ -17,13 +17,7 @@ Variants (same weights; all under ``torch.no_grad``):
   reordered once into oneDNN's blocked layout), fc on dense tensors;
 - ``jit_freeze``: ``torch.jit.optimize_for_inference(torch.jit.freeze(trace))``;
 - ``bf16_weights``: the weights held in bf16 and the input cast to bf16 (what acting
-  under ``TrainerConfig.act_precision="bf16"`` with kept weight casts computes);
-- ``newest_frame_conv1``: fewer FLOPs, same function: conv1 is linear in its 4 stacked
-  frames, so an actor could keep each env's conv1 partial sums of the 3 older frames
-  (computed when they were newest) and run conv1 on the newest frame only; timed as that
-  conv plus the sum with 3 cached partials, bias, ReLU and the rest of the network
-  (checked equal to ``eager`` to 1e-4). Not built in alf: it saves 0-17% of the forward
-  (docs/benchmarks.md, "The two 2-core goals, rechecked").
+  under ``TrainerConfig.act_precision="bf16"`` with kept weight casts computes).
 
 Writes ``bench/results/acting_forward_variants.json``.
 """
@@ -74,27 +68,7 @@ def variants(net: nn.Sequential, example: torch.Tensor) -> Dict[str, Callable]:
         "mkldnn_convs": lambda x: head(convs(scaled(x).to_mkldnn()).to_dense()),
         "jit_freeze": lambda x: frozen(scaled(x)),
         "bf16_weights": lambda x: bf16(x.to(torch.bfloat16) / 255).float(),
-        "newest_frame_conv1": newest_frame_conv1(net, example),
     }
-
-
-def newest_frame_conv1(net: nn.Sequential, example: torch.Tensor) -> Callable:
-    """The ``newest_frame_conv1`` variant: conv1 over frame 3 of ``[B, 4, 84, 84]`` plus the
-    cached conv1 partial sums ``[B, 32, 20, 20]`` of frames 0-2 (here those of ``example``,
-    so that the result equals ``net`` on it)."""
-    conv1 = net[0]
-    scaled = example.float() / 255
-    older = [nn.functional.conv2d(scaled[:, i:i + 1], conv1.weight[:, i:i + 1], stride=4)
-             for i in range(3)]
-    newest_w = conv1.weight[:, 3:4].contiguous()
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        newest = nn.functional.conv2d(x[:, 3:4].float() / 255, newest_w, stride=4)
-        pre = newest + older[0] + older[1] + older[2] + conv1.bias[:, None, None]
-        return net[2:](torch.relu(pre))
-
-    assert torch.allclose(forward(example), net(scaled), atol=1e-4), "newest_frame_conv1 differs"
-    return forward
 
 
 def main() -> None:

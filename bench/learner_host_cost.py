@@ -6,35 +6,42 @@ steps, aten ops, and (on CUDA) the calls that make the host wait for the GPU.
     python bench/learner_host_cost.py --device cuda --conf_param 'TrainerConfig.mini_batch_size=1024'
     python bench/learner_host_cost.py --profile             # + torch.profiler's top ops
 
-Why: on one H100 with 16 CPUs, async APPO on Breakout was capped by the GPU learner's
-host work: 0.122 CPU-s per 1,000 agent steps on its main thread, while the GPU was
-busy 7% of the time. 70,000 frames/s needs at most 0.057 (docs/async.md, "The cost
-model, checked"). Cutting that starts with knowing which part of an iteration the host
-spends it in. Runs take minutes of a lent GPU; this script answers in one.
+Why: on one H100 with 16 CPUs, async APPO on Breakout was capped by the GPU learner,
+host-bound while the GPU was busy 7% of the time: 8,211 agent steps/s, i.e. 0.122 s
+of the learner's critical path per 1,000 agent steps. 70,000 frames/s needs at most
+0.057 (docs/async.md, "The cost model, checked"). Cutting that starts with knowing
+which part of an iteration the host spends it in. Runs take minutes of a lent GPU;
+this script answers in one.
 
-What it runs: the learner's path for one async trajectory batch
-(``Learner._train_whole_buffer``), on a synthetic batch of the run's experience spec:
-``[envs, unroll_length + 1]`` (random ``uint8`` frames, zero rewards, log-probs and
-values). The algorithm and its optimizer are built from the gin file as a run builds
-them (``alf.experiment.build_algorithm``, role ``learner``, on ``--device``). Phases,
-timed in CPU seconds and wall seconds. On CUDA the CPU time is the learner thread's
-(``time.thread_time``: its host work). On a CPU it is the process's
-(``time.process_time``: every torch thread's compute):
+What it runs: the training half of the learner's path for one async trajectory batch
+(``Learner.store``'s copy to the device, then ``Learner._train_whole_buffer``), on a
+synthetic batch of the run's experience spec, laid out as the async unroller hands it
+over: time-major ``[unroll_length + 1, envs]`` in host memory, transposed to
+``[envs, T + 1]`` after the copy (random ``uint8`` frames, every step MID with discount
+1, zero rewards, log-probs and values). The algorithm and its optimizer are built from
+the gin file as a run builds them (``alf.experiment.build_algorithm``, role
+``learner``, on ``--device``). Left out: reading the trajectories out of the shared
+slots (``AsyncUnroller.collect``), the summaries and the weight publication after each
+iteration (the publication copies the weights to the host: on CUDA, a sync). Phases,
+timed in CPU seconds (``time.process_time``: every thread of the process, so on CUDA
+also autograd's device thread, which runs the backward's launches) and wall seconds:
 
-* ``copy``: the batch from (pageable) host memory to the device, as ``Learner.collect``
-  copies a trajectory out of the shared slots (``x.to(device, non_blocking=True)``);
+* ``copy``: host to device only (``x.to(device, non_blocking=True)`` from pageable
+  memory, as ``Learner.store`` copies; nothing on a CPU learner);
 * ``preprocess``: ``algorithm.preprocess_experience`` (APPO: the no-grad forward over
   every ``[B, T+1]`` step and V-trace);
 * ``train``: the epochs of mini-batches (``whole_buffer_mini_batches``, then
   ``algorithm.train_on_batch`` on each: forward, loss, backward, clipping, Adam).
 
-On CUDA the host only queues kernels, so a phase's thread CPU is its host work.
-With ``--sync_phases``, each phase ends with ``torch.cuda.synchronize()``, so its
-wall time also holds its GPU time. Without that flag, only the iteration's end
-synchronizes, which is how a run overlaps them. The calls that synchronize inside
-an iteration (``.item()``, ``float(tensor)``, a host copy) are counted with
+On CUDA the host only queues kernels, so a phase's CPU is its host work, plus any
+time spent spin-waiting at a sync inside it. With ``--sync_phases``, each phase ends
+with ``torch.cuda.synchronize()`` (after its CPU is read), so its wall time also holds
+its GPU time. Without that flag, only the iteration's end synchronizes, which is how a
+run overlaps them. The calls that synchronize inside an iteration (``.item()``,
+``float(tensor)``, a host copy) are counted with
 ``torch.cuda.set_sync_debug_mode("warn")``, by the alf source line that made them.
-Each one makes the host wait for the GPU to finish everything queued.
+Each one makes the host wait for the GPU to finish everything queued. The aten op
+count varies a little from run to run (gradient clipping branches on the data).
 
 Output: a table per phase (CPU-s and wall-s per 1,000 agent steps, share of the
 iteration's host CPU), the aten op count of one iteration (``TorchDispatchMode``,
@@ -76,7 +83,8 @@ class OpCounter(TorchDispatchMode):
 
 
 def build(conf: str, params: Sequence[str], device: str, envs: int) -> Any:
-    """The learner's algorithm (optimizers built) and a CPU batch ``[envs, T + 1]``."""
+    """The learner's algorithm (optimizers built), a CPU batch ``[T + 1, envs]`` and the
+    TrainerConfig."""
     sys.path.insert(0, ROOT)
     # deferred: the sys.path entry above makes this checkout's alf the one imported
     from alf import config as alf_config  # pylint: disable=import-outside-toplevel
@@ -84,6 +92,7 @@ def build(conf: str, params: Sequence[str], device: str, envs: int) -> Any:
     from alf.environments import create_environment  # pylint: disable=import-outside-toplevel
     from alf.environments.env_specs import EnvSpecs  # pylint: disable=import-outside-toplevel
     from alf.experiment import build_algorithm  # pylint: disable=import-outside-toplevel
+    from alf.data_structures import StepType  # pylint: disable=import-outside-toplevel
     from alf.trainers.trainer_config import TrainerConfig  # pylint: disable=import-outside-toplevel
     alf_config.parse_config(conf_file=conf,
                             conf_params=list(params) + [f"TrainerConfig.device='{device}'"])
@@ -101,13 +110,15 @@ def build(conf: str, params: Sequence[str], device: str, envs: int) -> Any:
                          f"batches (APPO, IMPALA, PPO); {os.path.basename(conf)} builds "
                          f"{type(algorithm).__name__}, which trains another way")
     algorithm.ensure_optimizers()
-    outer = (envs, config.unroll_length + 1)
+    outer = (config.unroll_length + 1, envs)  # time-major, as the async unroller's batch
     batch = alf_nest.map_structure(lambda s: s.zeros(outer), spec)
     obs = alf_nest.map_structure(
         lambda x: torch.randint(0, 256, x.shape, dtype=x.dtype)
         if x.dtype == torch.uint8 else x, batch.time_step.observation)
-    batch = batch._replace(time_step=batch.time_step._replace(observation=obs))
-    return algorithm, batch, config
+    time_step = batch.time_step._replace(
+        observation=obs, step_type=torch.full_like(batch.time_step.step_type, StepType.MID),
+        discount=torch.ones_like(batch.time_step.discount))
+    return algorithm, batch._replace(time_step=time_step), config
 
 
 def iteration(algorithm: Any, batch: Any, config: Any, device: torch.device,
@@ -120,15 +131,13 @@ def iteration(algorithm: Any, batch: Any, config: Any, device: torch.device,
     times: Dict[str, List[float]] = {}
     state: Dict[str, Any] = {}
 
-    # CUDA: the host thread's own work; CPU: every torch thread's compute as well
-    cpu_clock = time.thread_time if device.type == "cuda" else time.process_time
-
     def timed(name: str, fn: Callable[[], Any]) -> None:
-        c0, w0 = cpu_clock(), time.perf_counter()
+        c0, w0 = time.process_time(), time.perf_counter()
         fn()
+        cpu = time.process_time() - c0  # before a --sync_phases wait, which may spin
         if sync_phases and device.type == "cuda":
             torch.cuda.synchronize(device)
-        times[name] = [cpu_clock() - c0, time.perf_counter() - w0]
+        times[name] = [cpu, time.perf_counter() - w0]
 
     def train() -> None:
         length = min(config.mini_batch_length,
@@ -139,7 +148,7 @@ def iteration(algorithm: Any, batch: Any, config: Any, device: torch.device,
 
     with precision.autocast_networks(algorithm.context.train_dtype):
         timed("copy", lambda: state.__setitem__("batch", alf_nest.map_structure(
-            lambda x: x.to(device, non_blocking=True), batch)))
+            lambda x: x.to(device, non_blocking=True).transpose(0, 1), batch)))
         timed("preprocess", lambda: state.__setitem__(
             "exp", algorithm.preprocess_experience(state["batch"])))
         timed("train", train)
@@ -155,6 +164,8 @@ def sync_sites(run: Callable[[], Any]) -> collections.Counter:
     package = os.path.join(ROOT, "alf") + os.sep
 
     def record(message, category, filename, lineno, file=None, line=None):
+        if "synchroniz" not in str(message):
+            return
         frames = [f for f in traceback.extract_stack()[:-1] if f.filename.startswith(package)]
         where = (f"{os.path.relpath(frames[-1].filename, ROOT)}:{frames[-1].lineno}" if frames
                  else f"{filename}:{lineno}")
@@ -226,12 +237,11 @@ def report(result: Dict[str, Any]) -> str:
     """The markdown table and the counts of :func:`measure`'s result."""
     phases = result["phases"]
     host = sum(p["cpu_s_per_1k"] for p in phases.values())
-    clock = "learner thread" if result["device"].startswith("cuda") else "process"
     lines = [f"learner iteration on {result['device_name']} ({result['conf']}, "
              f"[{result['envs']}, {result['unroll_length'] + 1}] per iteration, "
              f"{result['torch_threads']} torch threads, {result['iters']} timed iterations"
              + (", each phase synchronized)" if result["sync_phases"] else ")"),
-             "", f"| phase | CPU-s per 1k agent steps ({clock}) | share | wall-s per 1k |",
+             "", "| phase | CPU-s per 1k agent steps (process) | share | wall-s per 1k |",
              "|---|---:|---:|---:|"]
     for name, p in phases.items():
         lines.append(f"| {name} | {p['cpu_s_per_1k']:.4f} | {p['cpu_s_per_1k'] / host:.0%} | "
@@ -252,7 +262,8 @@ def main() -> None:
     p.add_argument("--conf_param", action="append", default=[])
     p.add_argument("--device", default="cpu")
     p.add_argument("--envs", type=int, default=8,
-                   help="trajectories per iteration (one env group's envs; 8 in appo_atari.gin)")
+                   help="trajectories per iteration: every env of the run (8 in appo_atari.gin, "
+                        "96 in the GPU kit's async rows)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -267,7 +278,7 @@ def main() -> None:
     result = measure(args)
     print(report(result))
     if args.profile:
-        print(result.pop("profile"))
+        print(result["profile"])
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

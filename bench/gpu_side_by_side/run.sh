@@ -219,12 +219,16 @@ step e_sf_default "$E_SECS" 0 INT 20 sf_train sf_default $E_EXTRA
 # updates), with the aten op count and the GPU syncs per iteration
 # (bench/learner_host_cost.py): C_ENVS trajectories per iteration, as the async rows
 # train; then each phase synchronized (its wall time then holds its GPU time).
-# LEARNER_HOST=0 leaves it out.
+# LEARNER_HOST=0 leaves it out; ONLY="f_learner_host f_learner_host_synced" runs just it
+# (the rows before it may leave too little of BUDGET_S).
 if [ "${LEARNER_HOST:-1}" = 1 ]; then
+  rm -f "$OUT/learner_host_cost.json" "$OUT/learner_host_cost_synced.json"  # none stale
   step f_learner_host 60 0 TERM 10 alf_env "$PY" "$ALF_SRC/bench/learner_host_cost.py" \
-    --device "$ALF_DEVICE" --envs "$C_ENVS" --out "$OUT/learner_host_cost.json"
+    --device "$ALF_DEVICE" --envs "$C_ENVS" --warmup 1 --iters 3 \
+    --out "$OUT/learner_host_cost.json"
   step f_learner_host_synced 60 0 TERM 10 alf_env "$PY" "$ALF_SRC/bench/learner_host_cost.py" \
-    --device "$ALF_DEVICE" --envs "$C_ENVS" --sync_phases --out "$OUT/learner_host_cost_synced.json"
+    --device "$ALF_DEVICE" --envs "$C_ENVS" --warmup 1 --iters 3 --sync_phases \
+    --out "$OUT/learner_host_cost_synced.json"
 fi
 
 # 4. summary: agent steps/s (alf, from progress.csv, warm-up excluded) and frames/s (SF,
@@ -380,14 +384,14 @@ for name in steps:
     elif name.startswith("f_"):  # learner_host_cost.py: host CPU-s per 1k agent steps
         rec = {"name": name, "unit": "-"}
         try:
-            # f_learner_host -> learner_host_cost.json, f_learner_host_synced -> ..._synced.json
-            suffix = name.split("learner_host", 1)[1]
-            cost = json.load(open(os.path.join(out, f"learner_host_cost{suffix}.json")))
+            json_name = {"f_learner_host": "learner_host_cost.json",
+                         "f_learner_host_synced": "learner_host_cost_synced.json"}[name]
+            cost = json.load(open(os.path.join(out, json_name)))
             rec["host_cpu_s_per_1k"] = {k: round(v["cpu_s_per_1k"], 4)
                                         for k, v in cost["phases"].items()}
             rec["aten_ops_per_iteration"] = cost["aten_ops_per_iteration"]
             rec["gpu_syncs_per_iteration"] = sum(cost["sync_sites_per_iteration"].values())
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError) as e:  # KeyError: an f_ step not listed above
             rec["error"] = f"no learner_host_cost json ({e.__class__.__name__})"
     else:
         rec = {"name": name, **sf_rate(name)}
