@@ -222,7 +222,8 @@ step e_sf_default "$E_SECS" 0 INT 20 sf_train sf_default $E_EXTRA
 # LEARNER_HOST=0 leaves it out; ONLY="f_learner_host f_learner_host_synced" runs just it
 # (the rows before it may leave too little of BUDGET_S).
 if [ "${LEARNER_HOST:-1}" = 1 ]; then
-  rm -f "$OUT/learner_host_cost.json" "$OUT/learner_host_cost_synced.json"  # none stale
+  wanted f_learner_host && rm -f "$OUT/learner_host_cost.json"  # no stale json
+  wanted f_learner_host_synced && rm -f "$OUT/learner_host_cost_synced.json"
   step f_learner_host 60 0 TERM 10 alf_env "$PY" "$ALF_SRC/bench/learner_host_cost.py" \
     --device "$ALF_DEVICE" --envs "$C_ENVS" --warmup 1 --iters 3 \
     --out "$OUT/learner_host_cost.json"
