@@ -129,29 +129,28 @@ def iteration(algorithm: Any, batch: Any, config: Any, device: torch.device,
     from alf.algorithms.replay_training import whole_buffer_mini_batches  # pylint: disable=import-outside-toplevel
     from alf.utils import precision  # pylint: disable=import-outside-toplevel
     times: Dict[str, List[float]] = {}
-    state: Dict[str, Any] = {}
 
-    def timed(name: str, fn: Callable[[], Any]) -> None:
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
         c0, w0 = time.process_time(), time.perf_counter()
-        fn()
+        result = fn()
         cpu = time.process_time() - c0  # before a --sync_phases wait, which may spin
         if sync_phases and device.type == "cuda":
             torch.cuda.synchronize(device)
         times[name] = [cpu, time.perf_counter() - w0]
+        return result
 
-    def train() -> None:
-        length = min(config.mini_batch_length,
-                     alf_nest.flatten(state["exp"].step_type)[0].shape[1])
-        for mini in whole_buffer_mini_batches(state["exp"], config.mini_batch_size, length,
+    def train(exp: Any) -> None:  # as Learner._train_whole_buffer after preprocessing
+        length = min(config.mini_batch_length, alf_nest.flatten(exp.step_type)[0].shape[1])
+        for mini in whole_buffer_mini_batches(exp, config.mini_batch_size, length,
                                               config.num_updates_per_train_iter):
             algorithm.train_on_batch(mini)
 
+    # the copy as Learner.store makes it (outside the autocast, as there)
+    on_device = timed("copy", lambda: alf_nest.map_structure(
+        lambda x: x.to(device, non_blocking=True).transpose(0, 1), batch))
     with precision.autocast_networks(algorithm.context.train_dtype):
-        timed("copy", lambda: state.__setitem__("batch", alf_nest.map_structure(
-            lambda x: x.to(device, non_blocking=True).transpose(0, 1), batch)))
-        timed("preprocess", lambda: state.__setitem__(
-            "exp", algorithm.preprocess_experience(state["batch"])))
-        timed("train", train)
+        exp = timed("preprocess", lambda: algorithm.preprocess_experience(on_device))
+        timed("train", lambda: train(exp))
     return times
 
 

@@ -12,8 +12,9 @@
 #
 # Writes $OUT/log.txt (every command's full output, in order), $OUT/summary.json (one
 # record per run), $OUT/monitor.csv (epoch s, load average, GPU util %, GPU MiB every
-# 2 s) and $OUT/learner_host_cost*.json (the learner's host time per phase). Every run is under `timeout` (which signals the run's whole process group), so one
-# failure never stops the script, and the script ends within BUDGET_S seconds (480 by
+# 2 s) and $OUT/learner_host_cost*.json (the learner's host time per phase). Every run
+# is under `timeout` (which signals the run's whole process group), so one failure never
+# stops the script, and the script ends within BUDGET_S seconds (480 by
 # default) however slow the runs are. PRECISION_ROWS=0 leaves out the bf16 rows.
 #
 # PROFILE=local runs the same steps shrunk for a 2-core CPU machine: device cpu, few envs
