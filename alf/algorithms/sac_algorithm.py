@@ -310,8 +310,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         alpha is tuned towards; ``alpha`` and ``entropy`` are loss terms)."""
         super().add_train_summaries(batch, info)
         if hasattr(self, "_target_entropy"):
-            batch.add(f"Loss/{self._name}/target_entropy",
-                      torch.tensor(self._target_entropy, device=info.q_value.device))
+            batch.add(f"Loss/{self._name}/target_entropy", self._target_entropy)
 
 
 class _ParamHolder(nn.Module):

@@ -10,7 +10,8 @@ statistics of one call are read from the device in one transfer.
 Tags (docs/quickstart.md, "TensorBoard"): ``Loss/<Algorithm>/explained_variance``
 and ``Value/<Algorithm>/<name>_{mean,std,min,max}``.
 """
-from typing import Any, Dict, List, Optional, Tuple
+import math
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -24,16 +25,28 @@ def summaries_due(context: Any, step: Optional[int]) -> bool:
     return step is not None or context.should_summarize()
 
 
-def _masked(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-    """The entries of ``x`` where ``mask`` (same shape, or ``x``'s leading dims) holds,
-    flattened, as float32 (a bf16 value would round its statistics)."""
+def _weights(x: torch.Tensor, mask: Optional[torch.Tensor]) -> Tuple[torch.Tensor,
+                                                                      torch.Tensor]:
+    """``(x, w)`` as float32 (a bf16 value would round its statistics), ``w`` 1 where
+    ``mask`` (the shape of ``x``, or of its leading dims) holds, broadcast to ``x``.
+    Weights rather than boolean indexing: indexing would make the host wait for the
+    device to learn the result's size."""
     x = x.detach().float()
     if mask is None:
-        return x.reshape(-1)
-    mask = mask.to(torch.bool)
-    while mask.dim() < x.dim():
-        mask = mask.unsqueeze(-1)
-    return x[mask.expand_as(x)]
+        return x, torch.ones_like(x)
+    w = mask.detach().to(torch.float32)
+    while w.dim() < x.dim():
+        w = w.unsqueeze(-1)
+    return x, w.expand_as(x)
+
+
+def _mean_var(x: torch.Tensor, w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor,
+                                                          torch.Tensor]:
+    """``(n, mean, population variance)`` of the entries of ``x`` weighted by ``w``
+    (NaN mean and variance when ``n`` is 0)."""
+    n = w.sum()
+    mean = (x * w).sum() / n
+    return n, mean, ((x - mean).square() * w).sum() / n
 
 
 def explained_variance(prediction: torch.Tensor, target: torch.Tensor,
@@ -46,39 +59,44 @@ def explained_variance(prediction: torch.Tensor, target: torch.Tensor,
     Args:
         prediction: the values ``V(s)``, any shape.
         target: the returns they regress on, the shape of ``prediction``.
-        mask: where both count (e.g. not at LAST steps), the shape of ``prediction``.
+        mask: where both count (e.g. not at LAST steps), the shape of ``prediction``
+            or of its leading dims.
     Returns:
-        a scalar float32 tensor (population variances, as numpy's ``var``).
+        a scalar float32 tensor on their device (population variances, as numpy's
+        ``var``), computed without waiting for the device.
     """
-    y = _masked(target, mask)
-    diff = y - _masked(prediction, mask)
-    var_y = y.var(unbiased=False) if y.numel() else y.new_tensor(float("nan"))
-    if y.numel() == 0:
-        return var_y
-    ratio = diff.var(unbiased=False) / var_y
-    return torch.where(var_y > 0, 1.0 - ratio, torch.full_like(var_y, float("nan")))
+    y, w = _weights(target, mask)
+    _, _, var_y = _mean_var(y, w)
+    _, _, var_diff = _mean_var(y - prediction.detach().float(), w)
+    return torch.where(var_y > 0, 1.0 - var_diff / var_y, torch.full_like(var_y, math.nan))
 
 
 def tensor_stats(x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``[4]``: mean, standard deviation (population), min and max of the entries of
-    ``x`` where ``mask`` holds (NaN for all four when there is none)."""
-    v = _masked(x, mask)
-    if v.numel() == 0:
-        return torch.full((4,), float("nan"), device=x.device)
-    return torch.stack([v.mean(), v.std(unbiased=False), v.min(), v.max()])
+    ``x`` where ``mask`` holds (NaN for all four when there is none); computed without
+    waiting for the device."""
+    x, w = _weights(x, mask)
+    n, mean, var = _mean_var(x, w)
+    keep = w > 0
+    lo = torch.where(keep, x, torch.full_like(x, math.inf)).min()
+    hi = torch.where(keep, x, torch.full_like(x, -math.inf)).max()
+    stats = torch.stack([mean, var.sqrt(), lo, hi])
+    return torch.where(n > 0, stats, torch.full_like(stats, math.nan))
 
 
 class ScalarBatch:
-    """Scalars of one summary, gathered as device tensors and read in one transfer."""
+    """Scalars of one summary, gathered as device tensors (or Python numbers) and read
+    from the device in one transfer."""
 
     def __init__(self) -> None:
         self._tags: List[str] = []
-        self._values: List[torch.Tensor] = []
+        self._values: List[Union[torch.Tensor, float]] = []
 
-    def add(self, tag: str, value: torch.Tensor) -> None:
-        """One scalar tensor under ``tag``."""
+    def add(self, tag: str, value: Union[torch.Tensor, float]) -> None:
+        """One scalar under ``tag``: a one-element tensor or a Python number."""
         self._tags.append(tag)
-        self._values.append(value.detach().float().reshape(()))
+        self._values.append(value.detach().float().reshape(())
+                            if isinstance(value, torch.Tensor) else float(value))
 
     def add_stats(self, prefix: str, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
                   suffix: str = "") -> None:
@@ -90,9 +108,9 @@ class ScalarBatch:
     def write(self, context: Any, step: Optional[int] = None) -> Dict[str, float]:
         """Write every scalar (``context.add_scalar``, against ``step`` when given) and
         return them by tag."""
-        if not self._values:
-            return {}
-        values = torch.stack([v.to(self._values[0].device) for v in self._values]).tolist()
+        tensors = [v for v in self._values if isinstance(v, torch.Tensor)]
+        read = iter(torch.stack(tensors).tolist() if tensors else [])
+        values = [next(read) if isinstance(v, torch.Tensor) else v for v in self._values]
         for tag, value in zip(self._tags, values):
             context.add_scalar(tag, value, step)
         return dict(zip(self._tags, values))

@@ -164,3 +164,31 @@ def test_nothing_is_computed_on_iterations_without_summaries(monkeypatch):
     # ... and the same call on a due iteration does compute them
     with pytest.raises(AssertionError, match="without summaries"):
         _ppo(_context()).summarize_train(buf, (), LossInfo(loss=1.0))
+
+
+def test_a_summary_waits_for_the_device_only_to_read_its_values():
+    """No op whose result size or value the host must wait for (boolean indexing,
+    ``.item()``) while the statistics are computed: on CUDA the one wait is the final
+    read (``ScalarBatch.write``)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    ctx = _context()
+    alg = _ppo(ctx, columns=2)
+    step_type = torch.tensor([[StepType.FIRST, StepType.MID, StepType.LAST]] * 2)
+    value, returns = torch.randn(2, 3, 2), torch.randn(2, 3, 2)
+    buf = _ppo_buffer(value, returns, torch.randn(2, 3), step_type)
+    batch = ScalarBatch()
+    with Ops() as ops:
+        summary_stats.add_value_summaries(batch, "A", *alg._value_targets(buf, ()))
+    waits = {"nonzero", "masked_select", "_local_scalar_dense", "item", "index"}
+    assert not ops.names & waits, sorted(ops.names & waits)
+    assert len(batch.write(ctx)) == 2 * (1 + 8) + 4
