@@ -9,12 +9,14 @@ policy and the value losses both train it. Example (Atari)::
     ActorDistributionNetwork.fc_layer_params = ()   # linear policy head, gain 0.01
     ValueNetwork.fc_layer_params = ()               # linear value head, gain 1
 """
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import torch
 
 import alf
 from alf.algorithms.actor_critic_loss import ActorCriticLoss
 from alf.algorithms.rl_algorithm import RLAlgorithm
-from alf.data_structures import AlgStep, LossInfo, TimeStep
+from alf.data_structures import AlgStep, LossInfo, StepType, TimeStep
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.networks.encoding_networks import check_feature_encoder
@@ -22,6 +24,7 @@ from alf.tensor_specs import TensorSpec
 from alf.utils import dist_utils
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
+from alf.utils.summary_stats import ScalarBatch, add_value_summaries, summaries_due
 
 
 class ActorCriticState(NamedTuple):
@@ -135,6 +138,34 @@ class ActorCriticAlgorithm(RLAlgorithm):
 
     def calc_loss(self, info: ActorCriticInfo) -> LossInfo:
         return self._loss(info)
+
+    def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
+                        step: Optional[int] = None) -> None:
+        """The loss terms, then (when summaries are due, so other iterations pay nothing)
+        the value diagnostics: ``Loss/<name>/explained_variance`` and
+        ``Value/<name>/{value,return,advantage}_{mean,std,min,max}`` of the iteration's
+        data (:func:`alf.utils.summary_stats.add_value_summaries`)."""
+        super().summarize_train(experience, info, loss_info, step)
+        if not summaries_due(self._context, step):
+            return
+        targets = self._value_targets(experience, info)
+        if targets is None:
+            return
+        batch = ScalarBatch()
+        add_value_summaries(batch, self._name, *targets)
+        batch.write(self._context, step)
+
+    def _value_targets(self, experience: Any, info: Any) -> Optional[Tuple[torch.Tensor, ...]]:
+        """``(value, returns, advantages, valid)`` of the data an iteration trained on,
+        for the summaries (None: this loss has none). A2C: from the unroll's rollout
+        infos ``[T, B]`` by the loss's own advantage estimator, ``[T-1, B]`` each."""
+        estimate = getattr(self._loss, "advantages_and_returns", None)
+        if estimate is None or not isinstance(getattr(info, "value", None), torch.Tensor):
+            return None
+        with torch.no_grad():
+            value = info.value.detach()
+            adv, returns = estimate(info.reward, value, info.step_type, info.discount)
+        return value[:-1], returns, adv, info.step_type[:-1] != StepType.LAST
 
 
 def _reward_columns(name: str, reward_spec: Any, supported: bool) -> Optional[int]:

@@ -451,11 +451,8 @@ class Agent(RLAlgorithm):
         """Each reward module's step on the transitions of ``experience [B, L]``."""
         if self._reward_modules and experience.time_step.step_type.shape[1] >= 2:
             prev_obs, prev_action, obs, valid = self._transitions(experience.time_step)
-            for module in self._reward_modules:
-                module_loss = module.update(prev_obs, prev_action, obs, valid)
-                if self._context.should_summarize():
-                    self._context.add_iteration_scalar(f"Loss/{module.name}/loss",
-                                                       module_loss.loss)
+            for module in self._reward_modules:  # each summarises its loss
+                module.update(prev_obs, prev_action, obs, valid)
         elif self._reward_modules:
             self._update_on_single_steps(experience)
 
@@ -491,10 +488,7 @@ class Agent(RLAlgorithm):
             obs = alf_nest.map_structure(lambda x: x[:, 0], ts.observation)
             prev_action = alf_nest.map_structure(lambda x: x[:, 0], ts.prev_action)
             valid = torch.ones_like(ts.step_type[:, 0], dtype=torch.bool)
-        loss = representation.update(prev_obs, prev_action, obs, valid,
-                                     keep_existing_grads=keep)
-        if self._context.should_summarize():
-            self._context.add_iteration_scalar(f"Loss/{representation.name}/loss", loss.loss)
+        representation.update(prev_obs, prev_action, obs, valid, keep_existing_grads=keep)
 
     def _update_recurrent_representation(self, experience: Experience) -> None:
         """A recurrent learner's step on the batch's sequences ``[B, L]``, from the encoder
@@ -507,11 +501,9 @@ class Agent(RLAlgorithm):
                 "mini-batches hold single steps: set TrainerConfig.mini_batch_length to 2 "
                 "or more")
         initial = alf_nest.map_structure(lambda x: x[:, 0], experience.state.representation)
-        loss = representation.update_on_sequence(
+        representation.update_on_sequence(
             ts.observation, ts.prev_action, ts.step_type, initial,
             keep_existing_grads=self._encoder_trained_by_rl)
-        if self._context.should_summarize():
-            self._context.add_iteration_scalar(f"Loss/{representation.name}/loss", loss.loss)
 
     def _update_on_single_steps(self, experience: Experience) -> None:
         """``[B, 1]`` batches (``mini_batch_length=1``): modules that need only the

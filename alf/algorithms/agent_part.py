@@ -5,7 +5,8 @@ A part is an ordinary :class:`~alf.algorithms.algorithm.Algorithm` with its own
 optimizer (required: one error names the gin line to add), the env's specs, its own
 training loss on transitions ``(prev_observation, prev_action, observation)`` ``[N]``
 taken from stored experience, and one gradient step of that loss per trained batch
-that is not counted in ``context.num_updates`` (the RL algorithm's clock).
+that is not counted in ``context.num_updates`` (the RL algorithm's clock). Every step
+summarises the loss as ``Loss/<name>/loss`` (one point per summarised iteration).
 """
 import abc
 from typing import Any, Optional
@@ -81,7 +82,15 @@ class AgentPart(Algorithm, metaclass=abc.ABCMeta):
                                          count_update=False,
                                          keep_existing_grads=keep_existing_grads)
         self.after_update_step()
+        self.summarize_update(info)
         return info
+
+    def summarize_update(self, info: LossInfo) -> None:
+        """``Loss/<name>/loss``: the mean of the iteration's steps, one point per
+        summarised iteration (a no-op on the others: nothing is read from the device).
+        Called by every step of the part, whatever called it (the Agent's mini-batches of
+        any length, a custom loop)."""
+        self._context.add_iteration_scalar(f"Loss/{self._name}/loss", info.loss)
 
     def after_update_step(self) -> None:
         """Called after each :meth:`update` (e.g. to move a target encoder)."""

@@ -38,6 +38,8 @@ class DdpgInfo(NamedTuple):
     actor_objective: Any = ()
     td_error: Any = ()
     q_value: Any = ()
+    target_q: Any = ()  # the TD target [B] (summaries)
+    valid: Any = ()     # the transition's valid [B] (summaries)
 
 
 @alf.configurable
@@ -156,7 +158,8 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
             actor_loss = objective = torch.zeros_like(critic_loss)
         return AlgStep(state=state, info=DdpgInfo(
             critic_loss=critic_loss, actor_loss=actor_loss, actor_objective=objective,
-            td_error=diff.detach().abs().mean(-1), q_value=q.detach().mean(-1)))
+            td_error=diff.detach().abs().mean(-1), q_value=q.detach().mean(-1),
+            target_q=target, valid=t.valid))
 
     def calc_loss(self, info: DdpgInfo) -> LossInfo:
         return LossInfo(loss=info.critic_loss + info.actor_loss, priority=info.td_error,

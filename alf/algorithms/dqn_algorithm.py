@@ -22,6 +22,7 @@ from alf.replay_buffers.n_step import Transition
 from alf.tensor_specs import TensorSpec
 from alf.utils.optimizers import Adam, OptimizerFactory
 from alf.utils.run_context import RunContext
+from alf.utils.summary_stats import add_q_summaries
 from alf.utils.schedules import LinearSchedule
 
 Schedule = Union[float, Callable[[float], float]]
@@ -32,6 +33,7 @@ class DqnInfo(NamedTuple):
     q_value: Any = ()
     target: Any = ()
     td_error: Any = ()
+    valid: Any = ()  # the transition's valid [B] (summaries)
 
 
 @alf.configurable
@@ -134,7 +136,8 @@ class DqnAlgorithm(OffPolicyAlgorithm):
         if self._offset:
             action = action - self._offset
         q = q_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        return AlgStep(state=state, info=DqnInfo(q_value=q, target=target, td_error=q - target))
+        return AlgStep(state=state, info=DqnInfo(q_value=q, target=target, td_error=q - target,
+                                                 valid=t.valid))
 
     def calc_loss(self, info: DqnInfo) -> LossInfo:
         if self._huber:
@@ -145,3 +148,8 @@ class DqnAlgorithm(OffPolicyAlgorithm):
         return LossInfo(loss=loss, priority=abs_td,
                         extra={"q_value": info.q_value.detach(), "td_error": abs_td,
                                "epsilon": self.epsilon()})
+
+    def add_train_summaries(self, batch: Any, info: DqnInfo) -> None:
+        """``Value/<name>/q_*`` of the taken actions' Q and ``target_q_*`` of their
+        targets (``epsilon`` is a loss term)."""
+        add_q_summaries(batch, self._name, info.q_value, info.target, info.valid)

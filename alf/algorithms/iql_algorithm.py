@@ -81,6 +81,8 @@ class IqlInfo(NamedTuple):
     weight: Any = ()     # the clipped AWR weight
     q_value: Any = ()
     value: Any = ()
+    target_q: Any = ()   # the TD target [B] of the critics (summaries)
+    valid: Any = ()      # the transition's valid [B] (summaries)
 
 
 @alf.configurable
@@ -252,7 +254,8 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         return AlgStep(state=state, info=IqlInfo(
             critic_loss=critic_loss, value_loss=value_loss, actor_loss=actor_loss,
             td_error=diff.detach().abs().mean(-1), advantage=advantage, weight=weight,
-            q_value=q.detach().mean(-1), value=v.detach()))
+            q_value=q.detach().mean(-1), value=v.detach(), target_q=td_target,
+            valid=t.valid))
 
     def calc_loss(self, info: IqlInfo) -> LossInfo:
         return LossInfo(loss=info.critic_loss + info.value_loss + info.actor_loss,

@@ -26,6 +26,7 @@ from alf.config_ranges import Discount, PositiveInt, UpdateRate
 from alf.data_structures import BatchInfo, Experience, LossInfo
 from alf.errors import ConfigError
 from alf.replay_buffers.n_step import Transition, make_transitions
+from alf.utils.summary_stats import ScalarBatch, add_q_summaries, summaries_due
 from alf.utils.target_update import TargetUpdater, make_target
 
 
@@ -113,6 +114,26 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     def after_update(self, experience: Any, info: Any) -> None:
         self.update_targets()
+
+    # ---------------------------------------------------------- summaries
+    def summarize_train(self, experience: Any, info: Any, loss_info: LossInfo,
+                        step: Optional[int] = None) -> None:
+        """The loss terms, then (when summaries are due, so other updates pay nothing)
+        :meth:`add_train_summaries` of the last update's info ``[B]``, read from the
+        device in one transfer."""
+        super().summarize_train(experience, info, loss_info, step)
+        if summaries_due(self._context, step):
+            batch = ScalarBatch()
+            self.add_train_summaries(batch, info)
+            batch.write(self._context, step)
+
+    def add_train_summaries(self, batch: ScalarBatch, info: Any) -> None:
+        """Diagnostics of one update's info ``[B]`` into ``batch``; the default writes
+        ``Value/<name>/q_*`` and ``target_q_*`` (mean, std, min, max over the valid rows)
+        when the info has ``q_value`` and ``target_q`` tensors (and ``valid``)."""
+        q, target = getattr(info, "q_value", None), getattr(info, "target_q", None)
+        if isinstance(q, torch.Tensor) and isinstance(target, torch.Tensor):
+            add_q_summaries(batch, self._name, q, target, getattr(info, "valid", ()))
 
     # ------------------------------------------------------------ training
     def replay_sequence_length(self) -> int:

@@ -5,7 +5,9 @@ The newest step of each env is kept across clears (it is the bootstrap step
 of this iteration and the first step of the next), so every transition is
 trained on exactly once per epoch, as in SB3/CleanRL.
 """
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import torch
 
 import alf
 from alf import nest as alf_nest
@@ -13,7 +15,7 @@ from alf.algorithms.actor_critic_algorithm import ActorCriticAlgorithm, ActorCri
 from alf.algorithms.ppo_loss import PPOLoss
 from alf.algorithms.reward_columns import RewardColumns
 from alf.config_ranges import Discount, UnitInterval
-from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
 from alf.example_catalog import configured_env_name, suggest_examples
 from alf.errors import ConfigError
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -154,3 +156,12 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     def calc_loss(self, info: PPOTrainInfo) -> LossInfo:
         return self._loss(info, self._context.progress(),
                           with_summaries=self._context.should_summarize())
+
+    def _value_targets(self, experience: Experience, info: Any) -> Tuple[torch.Tensor, ...]:
+        """The whole preprocessed buffer ``[B, T-1]``: the values the advantages were
+        computed with (APPO, IMPALA: the current ones), their targets (GAE returns;
+        V-trace ``vs``) and the advantages, before the loss normalises them
+        (``value``, ``returns`` ``[B, T-1, k]`` with reward columns)."""
+        ri = experience.rollout_info
+        return (ri.value, ri.returns, ri.advantages,
+                experience.time_step.step_type != StepType.LAST)

@@ -17,6 +17,7 @@ class PPOLossInfo(NamedTuple):
     clip_fraction: Any = ()
     approx_kl: Any = ()
     importance_ratio: Any = ()
+    clip_range: Any = ()  # epsilon used by this update (a schedule's value)
 
 
 @alf.configurable
@@ -90,5 +91,5 @@ class PPOLoss:
                 neg_entropy=masked_mean(neg_entropy, valid),
                 clip_fraction=masked_mean(((ratio - 1).abs() > eps).float(), valid),
                 approx_kl=masked_mean((ratio - 1) - log_ratio, valid),
-                importance_ratio=masked_mean(ratio, valid))
+                importance_ratio=masked_mean(ratio, valid), clip_range=float(eps))
         return LossInfo(loss=loss, extra=extra)

@@ -157,6 +157,7 @@ class RepresentationLearner(AgentPart):
                                          count_update=False,
                                          keep_existing_grads=keep_existing_grads)
         self.after_update_step()
+        self.summarize_update(info)
         return info
 
     def clear_grads(self) -> None:

@@ -68,6 +68,8 @@ class SacInfo(NamedTuple):
     td_error: Any = ()         # mean_k |Q_k - target|, the priority
     entropy: Any = ()          # -log pi(a~|s) (continuous) or exact entropy (discrete)
     q_value: Any = ()
+    target_q: Any = ()         # the TD target [B] (summaries)
+    valid: Any = ()            # the transition's valid [B] (summaries)
 
 
 def sac_actor_network(input_spec: Any, action_spec: TensorSpec,
@@ -255,7 +257,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
         return SacInfo(critic_loss=critic_loss, actor_loss=actor_loss,
                        actor_objective=(alpha * log_pi_new - q_new).detach(),
                        alpha_loss=alpha_loss, td_error=diff.detach().abs().mean(-1),
-                       entropy=-log_pi_new.detach(), q_value=q.detach().mean(-1))
+                       entropy=-log_pi_new.detach(), q_value=q.detach().mean(-1),
+                       target_q=target, valid=t.valid)
 
     def _discrete_step(self, t: Transition) -> SacInfo:
         obs, next_obs = t.observation, t.next_observation
@@ -289,7 +292,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         return SacInfo(critic_loss=critic_loss, actor_loss=actor_loss,
                        actor_objective=actor_loss.detach(), alpha_loss=alpha_loss,
                        td_error=diff.detach().abs().mean(-1), entropy=entropy.detach(),
-                       q_value=q.detach().mean(-1))
+                       q_value=q.detach().mean(-1), target_q=target, valid=t.valid)
 
     def calc_loss(self, info: SacInfo) -> LossInfo:
         loss = info.critic_loss + info.actor_loss
@@ -301,6 +304,13 @@ class SacAlgorithm(OffPolicyAlgorithm):
                                "alpha_loss": info.alpha_loss.detach(),
                                "alpha": self.alpha, "entropy": info.entropy,
                                "q_value": info.q_value})
+
+    def add_train_summaries(self, batch: Any, info: SacInfo) -> None:
+        """Q and target-Q statistics, and ``Loss/<name>/target_entropy`` (the entropy
+        alpha is tuned towards; ``alpha`` and ``entropy`` are loss terms)."""
+        super().add_train_summaries(batch, info)
+        if hasattr(self, "_target_entropy"):
+            batch.add(f"Loss/{self._name}/target_entropy", self._target_entropy)
 
 
 class _ParamHolder(nn.Module):

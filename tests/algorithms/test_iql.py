@@ -287,3 +287,30 @@ def test_gin_finds_iql_by_name():
     import alf.algorithms  # noqa: F401
     for name in ("IqlAlgorithm", "CosineDecaySchedule"):
         assert gin.config._REGISTRY.get_match(name) is not None  # pylint: disable=protected-access
+
+
+# ------------------------------------------------------------------ summaries
+class _Writer:
+    def __init__(self):
+        self.points = {}
+
+    def add_scalar(self, tag, value, step):
+        self.points[tag] = float(value)
+
+
+def test_iql_summarises_q_and_the_critics_td_targets():
+    """``Value/<name>/target_q_*`` are the critics' targets ``r + discount V(s')``: with
+    every sequence ending (discount 0) they are the rewards; q_* the critics' mean Q."""
+    ctx = RunContext(summary_writer=_Writer(), summary_interval=1)
+    ctx.begin_iteration()
+    alg = _iql(context=ctx)
+    reward = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    exp = _experience(torch.randn(4, 3), torch.zeros(4, 2), reward)
+    loss_info, info = alg.train_on_batch(exp)
+    torch.testing.assert_close(info.target_q, reward)
+    alg.summarize_train(exp, info, loss_info)
+    got = ctx.summary_writer.points
+    assert (got["Value/IqlAlgorithm/target_q_mean"], got["Value/IqlAlgorithm/target_q_min"],
+            got["Value/IqlAlgorithm/target_q_max"]) == (3.0, 1.0, 6.0)
+    assert got["Value/IqlAlgorithm/target_q_std"] == pytest.approx(math.sqrt(3.5))
+    assert got["Value/IqlAlgorithm/q_mean"] == pytest.approx(info.q_value.mean().item())
