@@ -30,6 +30,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 from optuna.trial import FrozenTrial, TrialState
 
 from alf.errors import ConfigError, UserError
+from alf.studies import storage_driver
 
 JOURNAL_FILE = "study.journal"
 SPEC_ATTR = "alf_study"
@@ -47,7 +48,12 @@ def open_storage(study_dir: str, storage_url: Optional[str]) -> Any:
         try:
             return optuna.storages.RDBStorage(storage_url)
         except Exception as e:  # noqa: BLE001 - sqlalchemy raises many kinds
-            raise UserError(f"--storage {storage_url}: cannot open it ({e.__class__.__name__}: "
+            shown = storage_driver.shown_url(storage_url)
+            reason = isinstance(e, ImportError) and storage_driver.missing_driver_message(
+                storage_url)
+            if reason:
+                raise UserError(f"--storage {shown}: cannot open it: {reason}") from None
+            raise UserError(f"--storage {shown}: cannot open it ({e.__class__.__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
     os.makedirs(study_dir, exist_ok=True)
     path = os.path.join(study_dir, JOURNAL_FILE)
