@@ -30,7 +30,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 from optuna.trial import FrozenTrial, TrialState
 
 from alf.errors import ConfigError, UserError
-from alf.studies import storage_driver
+from alf.studies import rdb_storage
 
 JOURNAL_FILE = "study.journal"
 SPEC_ATTR = "alf_study"
@@ -45,16 +45,7 @@ def open_storage(study_dir: str, storage_url: Optional[str]) -> Any:
     """The storage: ``storage_url`` (an Optuna database URL) or the journal file in
     ``study_dir``. The journal uses open(O_EXCL) locks, which NFSv3+ honours."""
     if storage_url:
-        try:
-            return optuna.storages.RDBStorage(storage_url)
-        except Exception as e:  # noqa: BLE001 - sqlalchemy raises many kinds
-            shown = storage_driver.shown_url(storage_url)
-            reason = isinstance(e, ImportError) and storage_driver.missing_driver_message(
-                storage_url)
-            if reason:
-                raise UserError(f"--storage {shown}: cannot open it: {reason}") from None
-            raise UserError(f"--storage {shown}: cannot open it ({e.__class__.__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        return rdb_storage.open_database(storage_url)
     os.makedirs(study_dir, exist_ok=True)
     path = os.path.join(study_dir, JOURNAL_FILE)
     return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))

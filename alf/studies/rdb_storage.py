@@ -1,6 +1,14 @@
-"""Which database driver a ``--storage`` URL needs, and the one line when it is missing.
+"""Open a ``--storage`` database URL as Optuna's RDB storage: one line when it cannot be
+opened (naming the driver package when that is what is missing), and no failure when
+several processes create a new database's tables at once.
 
-Optuna opens a database URL through SQLAlchemy, which picks a driver (a DB-API module) by
+Several sweep or PBT processes started together on a new database all find Optuna's tables
+missing and create them; on PostgreSQL all but one then fail ("duplicate key value violates
+unique constraint pg_type_typname_nsp_index", an IntegrityError) or find a table made in
+between (a ProgrammingError). Such an error while opening is retried a few times: by then
+the tables exist and the storage opens.
+
+Drivers: Optuna opens a database URL through SQLAlchemy, which picks a driver (a DB-API module) by
 the URL's scheme: ``postgresql://`` is psycopg (v3) since SQLAlchemy 2.1 (psycopg2
 before), ``postgresql+psycopg2://`` psycopg2, ``mysql://`` MySQLdb (``mysqlclient``),
 ``mysql+pymysql://`` PyMySQL. alf's ``[postgres]`` extra installs psycopg (and a
@@ -8,7 +16,11 @@ SQLAlchemy that maps ``postgresql://`` to it). When the driver is missing, Optun
 only "Failed to import DB access module for the specified storage URL"; this module asks
 SQLAlchemy which module it tried and names the package to install.
 """
-from typing import Optional, Tuple
+import random
+import time
+from typing import Any, Optional, Tuple
+
+from alf.errors import UserError
 
 #: the extra that installs the PostgreSQL driver SQLAlchemy uses for ``postgresql://``
 POSTGRES_EXTRA = "postgres"
@@ -24,6 +36,40 @@ DRIVER_PACKAGES = {
     "oracledb": ("oracledb", None),
     "pyodbc": ("pyodbc", None),
 }
+
+
+#: attempts to open a storage whose tables another process may be creating
+OPEN_ATTEMPTS = 5
+
+
+def open_database(url: str) -> Any:
+    """``optuna.storages.RDBStorage(url)``, retried while another process creates the
+    database's tables (an IntegrityError or ProgrammingError while opening).
+
+    Raises:
+        UserError: it cannot be opened (one line; the URL's password hidden).
+    """
+    import optuna
+    import sqlalchemy.exc
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as e:
+            if attempt + 1 == OPEN_ATTEMPTS:
+                raise _cannot_open(url, e) from None
+            time.sleep(0.1 * 2 ** attempt * (1.0 + random.random()))
+        except Exception as e:  # noqa: BLE001 - sqlalchemy raises many kinds
+            raise _cannot_open(url, e) from None
+    raise AssertionError("unreachable")
+
+
+def _cannot_open(url: str, error: Exception) -> UserError:
+    shown = shown_url(url)
+    reason = isinstance(error, ImportError) and missing_driver_message(url)
+    if reason:
+        return UserError(f"--storage {shown}: cannot open it: {reason}")
+    text = str(error).splitlines()[0] if str(error) else ""
+    return UserError(f"--storage {shown}: cannot open it ({error.__class__.__name__}: {text})")
 
 
 def shown_url(url: str) -> str:
