@@ -75,8 +75,9 @@ class TableReserve:
         fragments: fragments to hold space for from the start (one per row).
         block: the filesystem's allocation unit (each file takes whole blocks).
 
-    Raises (from :meth:`grow`, and made with the first ``fragments``):
-        OSError: ENOSPC where the disk cannot hold them.
+    Raises:
+        OSError: ENOSPC where the disk cannot hold the first ``fragments`` (here) or more
+            (:meth:`grow`); the caller removes the staging directory.
     """
 
     def __init__(self, directory: str, reward_shape: Tuple[int, ...], manifest_size: int,
