@@ -38,7 +38,9 @@ setup(
                  "import-linter>=2.7,<3",
                  # alf.bin.sweep / alf.bin.pbt (study storage, samplers, pruners), alf.bin.compare
                  # (statistics, plots), W&B mirroring tested offline
-                 "optuna>=4.2", "scipy>=1.9", "matplotlib>=3.5", "wandb>=0.17"],
+                 "optuna>=4.2", "scipy>=1.9", "matplotlib>=3.5", "wandb>=0.17",
+                 # sweeps and PBT on a real PostgreSQL server (tests/studies/test_postgres_storage.py)
+                 "psycopg[binary]>=3.1", "sqlalchemy>=2.1"],
         "mujoco": ["gymnasium[mujoco]>=1.0"],
         "atari": ["ale-py>=0.9", "opencv-python-headless>=4"],
         "envpool": ["envpool>=0.8"],
@@ -50,7 +52,10 @@ setup(
         "plot": ["matplotlib>=3.5"],
         # alf.bin.sweep, alf.bin.pbt (Optuna's samplers, pruners and storages; lineage plots)
         # and alf.bin.compare (scipy: the IQM; matplotlib: plots)
-        "sweep": ["optuna>=4.2", "scipy>=1.9", "matplotlib>=3.5"],
+        # (sqlalchemy: Optuna's database layer, which alf asks which driver a --storage URL needs)
+        "sweep": ["optuna>=4.2", "scipy>=1.9", "matplotlib>=3.5", "sqlalchemy>=2.0"],
+        # --storage=postgresql://...: SQLAlchemy >= 2.1 opens postgresql:// with psycopg (v3)
+        "postgres": ["psycopg[binary]>=3.1", "sqlalchemy>=2.1"],
         "wandb": ["wandb>=0.17"],
         "bench": ["stable-baselines3>=2.3", "matplotlib>=3.5", "optuna>=4.2",
                   # rliable: reference IQM / bootstrap intervals the compare tool is checked against

@@ -19,8 +19,9 @@ or act uniformly at random in an example's env (no run needed)::
 Datasets hold raw env data (observations before any data transformer), so a run whose
 transformer changed observations or rewards (normalisers, reward clipping) can only be
 used in collect mode. Exit status: 0 done, 2 bad input (nothing written), 1 the dataset does
-not fit on its disk (one line with the space needed and free, checked before collecting;
-nothing written), 130 interrupted (nothing written).
+not fit on its disk (one line with the space needed and free, checked before collecting
+and, as the episode table grows, during it; nothing written), 130 interrupted (nothing
+written).
 """
 import os
 import sys

@@ -39,8 +39,8 @@ OPTIONAL: Dict[str, Tuple[str, ...]] = {
     "alf.bin.play": _ENV_EXTRAS + ("video", "wandb"),
     "alf.bin.export_dataset": _ENV_EXTRAS + ("wandb",),
     "alf.bin.minari_dataset": _ENV_EXTRAS + ("wandb",),
-    "alf.bin.sweep": _ENV_EXTRAS + ("wandb",),
-    "alf.bin.pbt": _ENV_EXTRAS + ("wandb",),
+    "alf.bin.sweep": _ENV_EXTRAS + ("wandb", "postgres"),
+    "alf.bin.pbt": _ENV_EXTRAS + ("wandb", "postgres"),
     "alf.bin.compare": _ENV_EXTRAS + ("wandb",),
 }
 
@@ -48,6 +48,9 @@ OPTIONAL: Dict[str, Tuple[str, ...]] = {
 #: install it, the one to suggest first
 PACKAGE_EXTRAS: Dict[str, Tuple[str, ...]] = {
     "optuna": ("sweep",),
+    "sqlalchemy": ("sweep", "postgres"),
+    # the driver SQLAlchemy uses for --storage=postgresql://... (alf.studies.storage_driver)
+    "psycopg": ("postgres",),
     "scipy": ("sweep",),
     "matplotlib": ("plot", "sweep"),
     "minari": ("offline",),

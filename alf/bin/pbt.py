@@ -58,7 +58,9 @@ flags.DEFINE_bool("copy_replay_buffer", False, "An exploiting member also takes 
                   "replay buffer (default: it keeps its own experience).")
 flags.DEFINE_integer("seed", 0, "Seeds initial values, decisions and member seeds (1000*seed+i).")
 flags.DEFINE_integer("parallel", 1, "Members training at once here, the CPUs split between them.")
-flags.DEFINE_string("storage", None, "Optuna database URL shared by several machines.")
+flags.DEFINE_string("storage", None, "Optuna database URL shared by several machines, e.g. "
+                    "postgresql://user@host/db (the [postgres] extra; default: the journal "
+                    "file <study_dir>/study.journal).")
 flags.DEFINE_string("study_name", None, "Name in the storage (default: the study_dir's name).")
 flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors.")
 

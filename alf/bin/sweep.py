@@ -57,8 +57,9 @@ flags.DEFINE_integer("parallel", 1, "Runs at once on this machine, the CPUs spli
 flags.DEFINE_bool("prune", False, "Stop runs whose evaluations lag the median of the others at "
                   "the same env steps (Optuna's MedianPruner).")
 flags.DEFINE_integer("sampler_seed", 0, "Seed of the random/tpe sampler.")
-flags.DEFINE_string("storage", None, "Optuna database URL shared by several machines (default: "
-                    "the journal file <study_dir>/study.journal).")
+flags.DEFINE_string("storage", None, "Optuna database URL shared by several machines, e.g. "
+                    "postgresql://user@host/db (the [postgres] extra; default: the journal "
+                    "file <study_dir>/study.journal).")
 flags.DEFINE_string("study_name", None, "Name of the study in the storage (default: the "
                     "study_dir's name).")
 flags.DEFINE_bool("debug", False, "Show full tracebacks for configuration errors.")

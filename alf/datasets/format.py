@@ -31,11 +31,13 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import StepType
+from alf.datasets.episode_table import (TableReserve, fragment_starts, npy_size, save_npy,
+                                        table_size)
 from alf.datasets.spec_json import dtype_name, spec_from_json, spec_to_json
 from alf.errors import UserError
 from alf.tensor_specs import TensorSpec
 from alf.utils.atomic_write import os_error_in, write_failed
-from alf.utils.disk_reserve import reserve_files
+from alf.utils.disk_reserve import block_size, on_disk, reserve_files
 
 FORMAT_NAME = "alf-dataset"
 FORMAT_VERSION = 1
@@ -355,12 +357,21 @@ class DatasetWriter:
         self._action_idx = [i for i, p in enumerate(self._paths)
                             if p == "action" or p.startswith("action.")]
         self._lengths = np.zeros(self.num_rows, dtype=np.int64)
+        # per row: its next step starts an episode fragment (none stored yet, or a LAST)
+        self._row_starts = np.ones(self.num_rows, dtype=bool)
         self.tmp_path = f"{self.path}.tmp-{os.getpid()}"
         self._arrays: List[np.ndarray] = []
         self._closed = False
+        self._table: Optional[TableReserve] = None
         layout = [((self.num_rows, self.row_length) + tuple(s.shape),
                    np.dtype(dtype_name(s.dtype))) for s in self._leaf_specs]
-        needed = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in layout)
+        # every file, in whole blocks: the step files, then the episode table, its returns
+        # and the manifest (one fragment per row to begin with: TableReserve grows)
+        block = block_size(self.path)
+        self._steps_size = sum(on_disk(npy_size(shape, dtype), block) for shape, dtype in layout)
+        reward_shape = tuple(reward_spec.shape) if isinstance(reward_spec, TensorSpec) else ()
+        manifest_size = self._manifest_size_bound()
+        needed = self._steps_size + table_size(self.num_rows, reward_shape, manifest_size, block)
         try:
             if os.path.exists(self.tmp_path):
                 shutil.rmtree(self.tmp_path)
@@ -378,6 +389,8 @@ class DatasetWriter:
             # the files are sparse: a write through the map into a block the disk cannot
             # allocate would kill the process (SIGBUS); allocate every block now instead
             reserve_files(mapped)
+            self._table = TableReserve(self.tmp_path, reward_shape, manifest_size,
+                                       self.num_rows, block)
         except BaseException as e:
             self._fail(e, needed)
 
@@ -412,10 +425,14 @@ class DatasetWriter:
         if n and pos.max() + t > self.row_length:
             raise ValueError(f"appending {t} steps to rows at {pos.max()} exceeds row_length "
                              f"{self.row_length} of dataset {self.path}")
-        leaves = _zero_last_actions(leaves, self._action_idx,
-                                    leaves[self._paths.index("step_type")])
+        step_type = leaves[self._paths.index("step_type")]
+        leaves = _zero_last_actions(leaves, self._action_idx, step_type)
         if t == 0 or n == 0:
             return
+        starts = fragment_starts(np.swapaxes(step_type, 0, 1), self._row_starts[idx])
+        stored = int(self._lengths.sum()) + t * n
+        self._hold_table(self._table.fragments + int(starts.sum()), stored)
+        self._row_starts[idx] = step_type[-1] == StepType.LAST
         same = bool(np.all(pos == pos[0]))
         for array, x in zip(self._arrays, leaves):
             x = np.swapaxes(x, 0, 1)  # [n, t, ...]
@@ -433,22 +450,41 @@ class DatasetWriter:
         if self._closed:
             raise RuntimeError(f"DatasetWriter for {self.path} is already closed")
         try:
-            for a in self._arrays:
-                if isinstance(a, np.memmap):
-                    a.flush()
-            st = self._arrays[self._paths.index("step_type")]
-            rw = self._arrays[self._paths.index("reward")]
-            episodes, returns = compute_episodes(st, rw, self._lengths)
-            np.save(os.path.join(self.tmp_path, EPISODES_FILE), episodes)
-            np.save(os.path.join(self.tmp_path, RETURNS_FILE), returns)
+            episodes, returns = self._episode_table()
+            # the space the placeholder held is the space these files now take
+            self._table.release()
+            save_npy(os.path.join(self.tmp_path, EPISODES_FILE), episodes)
+            save_npy(os.path.join(self.tmp_path, RETURNS_FILE), returns)
             info = self._write_manifest(episodes)
             self._arrays = []
             check_output_path(self.path, self._overwrite)
             _move_into_place(self.tmp_path, self.path)
         except BaseException as e:
-            self._fail(e)
+            self._fail(e, self._steps_size + self._table.size(self._table.fragments))
         self._closed = True
         return info
+
+    def _episode_table(self) -> tuple:
+        """Flush the step files; ``(episodes, returns)`` of the stored rows
+        (:func:`compute_episodes`). A method of its own so that no memory map outlives it
+        in a failure's traceback (a mapped file keeps its disk space after :meth:`abort`
+        deletes it, and the one-line error would say less is free than there is)."""
+        for array in self._arrays:
+            if isinstance(array, np.memmap):
+                array.flush()
+        return compute_episodes(self._arrays[self._paths.index("step_type")],
+                                self._arrays[self._paths.index("reward")], self._lengths)
+
+    def _hold_table(self, fragments: int, stored: int) -> None:
+        """Hold disk space for an episode table of ``fragments`` fragments (and its
+        returns and the manifest), ``stored`` steps being stored; a disk without it is
+        :meth:`_fail`'s one line, the space needed extrapolated to full rows."""
+        try:
+            self._table.grow(fragments)
+        except BaseException as e:
+            capacity = self.num_rows * self.row_length
+            expected = max(fragments, -(-fragments * capacity // max(stored, 1)))
+            self._fail(e, self._steps_size + self._table.size(expected))
 
     def _fail(self, error: BaseException, needed: int = 0) -> None:
         """:meth:`abort`, then re-raise ``error``; a file that could not be written (full
@@ -467,13 +503,33 @@ class DatasetWriter:
         shutil.rmtree(self.tmp_path, ignore_errors=True)
 
     def _write_manifest(self, episodes: np.ndarray) -> DatasetInfo:
-        fields = {}
-        for p, a in zip(self._paths, self._arrays):
-            fields[p] = {"file": p + ".npy", "shape": list(a.shape), "dtype": a.dtype.name,
-                         "nbytes": int(a.nbytes)}
-        meta = self._meta
-        lengths = self.row_lengths
         num_episodes = int(episodes[:, 3].sum()) if len(episodes) else 0
+        text = self._manifest_text(self.row_lengths, num_episodes)
+        tmp = os.path.join(self.tmp_path, MANIFEST + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self.tmp_path, MANIFEST))
+        return _parse_manifest(json.loads(text), os.path.join(self.path, MANIFEST))
+
+    def _manifest_size_bound(self) -> int:
+        """At least the bytes of the manifest :meth:`close` writes: the largest numbers
+        it can hold (full rows, an episode per step), the same text otherwise."""
+        text = self._manifest_text([self.row_length] * self.num_rows,
+                                   self.num_rows * self.row_length)
+        return len(text.encode("utf-8")) + 1
+
+    def _manifest_text(self, lengths: List[int], num_episodes: int) -> str:
+        """The manifest's JSON for rows of ``lengths`` holding ``num_episodes`` complete
+        episodes."""
+        fields = {}
+        for p, s in zip(self._paths, self._leaf_specs):
+            shape = (self.num_rows, self.row_length) + tuple(s.shape)
+            dtype = np.dtype(dtype_name(s.dtype))
+            fields[p] = {"file": p + ".npy", "shape": list(shape), "dtype": dtype.name,
+                         "nbytes": int(np.prod(shape)) * dtype.itemsize}
+        meta = self._meta
         manifest = {
             "format": FORMAT_NAME, "format_version": FORMAT_VERSION,
             "env_name": meta["env_name"],
@@ -487,14 +543,7 @@ class DatasetWriter:
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "alf_version": _alf_version(),
         }
-        text = json.dumps(manifest, indent=1)
-        tmp = os.path.join(self.tmp_path, MANIFEST + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self.tmp_path, MANIFEST))
-        return _parse_manifest(json.loads(text), os.path.join(self.path, MANIFEST))
+        return json.dumps(manifest, indent=1)
 
 
 def write_dataset(path: str, steps: DatasetSteps, row_lengths: Sequence[int], env_name: str,
@@ -520,7 +569,11 @@ def write_dataset(path: str, steps: DatasetSteps, row_lengths: Sequence[int], en
         paths = writer._paths  # pylint: disable=protected-access
         for p, s, x in zip(paths, alf_nest.flatten(spec), leaves):
             _check_leaf(p, s, x, (num_rows, row_length))
-        last = leaves[paths.index("step_type")] == StepType.LAST  # [R, T]
+        step_type = leaves[paths.index("step_type")]
+        valid = np.arange(row_length) < lengths[:, None]  # [R, T]
+        starts = fragment_starts(step_type, np.ones(num_rows, dtype=bool)) & valid
+        writer._hold_table(int(starts.sum()), int(lengths.sum()))  # pylint: disable=protected-access
+        last = step_type == StepType.LAST  # [R, T]
         padded = np.flatnonzero(lengths < row_length)
         for i, (array, x) in enumerate(zip(writer._arrays, leaves)):  # pylint: disable=protected-access
             if not array.size:

@@ -30,6 +30,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 from optuna.trial import FrozenTrial, TrialState
 
 from alf.errors import ConfigError, UserError
+from alf.studies import rdb_storage
 
 JOURNAL_FILE = "study.journal"
 SPEC_ATTR = "alf_study"
@@ -44,11 +45,7 @@ def open_storage(study_dir: str, storage_url: Optional[str]) -> Any:
     """The storage: ``storage_url`` (an Optuna database URL) or the journal file in
     ``study_dir``. The journal uses open(O_EXCL) locks, which NFSv3+ honours."""
     if storage_url:
-        try:
-            return optuna.storages.RDBStorage(storage_url)
-        except Exception as e:  # noqa: BLE001 - sqlalchemy raises many kinds
-            raise UserError(f"--storage {storage_url}: cannot open it ({e.__class__.__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        return rdb_storage.open_database(storage_url)
     os.makedirs(study_dir, exist_ok=True)
     path = os.path.join(study_dir, JOURNAL_FILE)
     return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))

@@ -83,11 +83,16 @@ def write_failed(path: str, error: OSError, what: str = "",
 
 
 def space_left(path: str, needed: Optional[int] = None) -> str:
-    """E.g. ``"about 1.3 MiB needed, 620.0 KiB free on /mnt/runs"``."""
+    """E.g. ``"about 1.3 MiB needed, 620.0 KiB free on /mnt/runs"``; with more digits
+    where one would print both alike ("5.38 MiB needed, 5.37 MiB free", not 5.4 and 5.4)."""
     free = free_space(path)
-    parts = [f"about {format_bytes(needed)} needed"] if needed else []
+    digits = 1
+    while (needed and free is not None and needed != free and digits < 4
+           and format_bytes(needed, digits) == format_bytes(free, digits)):
+        digits += 1
+    parts = [f"about {format_bytes(needed, digits)} needed"] if needed else []
     where = mount_point(path)
-    parts.append(f"{format_bytes(free)} free on {where}" if free is not None
+    parts.append(f"{format_bytes(free, digits)} free on {where}" if free is not None
                  else f"free space on {where} unknown")
     return ", ".join(parts)
 
@@ -110,15 +115,16 @@ def mount_point(path: str) -> str:
     return here
 
 
-def format_bytes(n: Optional[float]) -> str:
-    """``n`` bytes for a message ("512 B", "2.8 MiB"); None: "unknown"."""
+def format_bytes(n: Optional[float], digits: int = 1) -> str:
+    """``n`` bytes for a message ("512 B", "2.8 MiB"; ``digits`` after the point);
+    None: "unknown"."""
     if n is None:
         return "unknown"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024:
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+            return f"{n:.{digits}f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024.0
-    return f"{n:.1f} TiB"
+    return f"{n:.{digits}f} TiB"
 
 
 def remove_quietly(path: str) -> None:

@@ -12,7 +12,7 @@ import errno
 import os
 from typing import Sequence, Tuple
 
-from alf.utils.atomic_write import free_space
+from alf.utils.atomic_write import free_space, mount_point
 
 # posix_fallocate's "this filesystem (or file) cannot allocate ahead"
 _UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL)
@@ -56,3 +56,18 @@ def _fallocate(path: str, size: int) -> bool:
         os.close(fd)
     return True
 
+
+
+def block_size(path: str) -> int:
+    """The allocation unit of the filesystem that holds (or would hold) ``path``: every
+    file takes a whole number of them (4 KiB pages on tmpfs and ext4); 1 where unknown."""
+    try:
+        st = os.statvfs(mount_point(path))
+    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
+        return 1
+    return max(1, int(st.f_frsize or st.f_bsize or 1))
+
+
+def on_disk(size: int, block: int) -> int:
+    """Bytes a file of ``size`` bytes takes on a filesystem of ``block``-byte blocks."""
+    return -(-int(size) // block) * block

@@ -34,9 +34,50 @@ def test_collect_into_a_full_disk_is_one_line_and_leaves_nothing(alf_cli, tmp_pa
             "--policy=random", "--num_envs=2"], tmp_path, timeout=300)
         line = _one_error_line(done, "alf.bin.export_dataset", fs / "ds", fs)
         # 200,000 steps of Pendulum: 3 + 1 float32s, a reward, a discount, a step type
-        assert "about 5.3 MiB needed, 1.0 MiB free" in line, line
+        # (5.34 MiB), in whole pages with the episode table and the manifest
+        assert "about 5.4 MiB needed, 1.0 MiB free" in line, line
         assert list(fs.iterdir()) == []
 
+
+
+_CART_POLE_6000 = ["--conf=ppo_cart_pole.gin", "--collect_steps=6000", "--policy=random",
+                   "--num_envs=2"]
+
+
+@pytest.mark.parametrize("size", ["216k", "220k", "228k"])
+def test_collect_at_the_boundary_counts_the_episode_table(alf_cli, tmp_path, size):
+    """6,000 random CartPole steps in 2 rows: the step files take 54 pages of tmpfs (216
+    KiB), the episode table 2, its returns and the manifest 1 each (232 KiB in all).
+    Reported: the space check counted only the step files, so on a disk just big enough
+    for them the collection ran to the end and then died writing ``episodes.npy`` (at 220k:
+    "OSError: 972 requested and 496 written", a 34-line traceback; at 216k and 228k one
+    line with no space needed, saying 132 KiB were free on a 228 KiB disk). 216k, 220k:
+    not even the smallest episode table and the manifest fit, refused before collecting;
+    228k: the table outgrows the space held for it during the collection."""
+    with small_fs(tmp_path / "fs", size) as fs:
+        done = alf_cli.run("alf.bin.export_dataset", _CART_POLE_6000 + [f"--out={fs / 'ds'}"],
+                           tmp_path, timeout=300)
+        line = _one_error_line(done, "alf.bin.export_dataset", fs / "ds", fs)
+        needed, free = map(float, re.search(r"about ([\d.]+) KiB needed, ([\d.]+) KiB free",
+                                            line).groups())
+        assert needed > max(free, 216.0), line  # the step files take 216 KiB in whole pages
+        assert free == float(size[:-1]), line  # all of it again: nothing left behind
+        assert list(fs.iterdir()) == []
+
+
+def test_collect_that_just_fits_is_written(alf_cli, tmp_path):
+    """The same 6,000 steps on 232 KiB, exactly their pages: the estimate refuses nothing
+    that fits."""
+    from alf.datasets.format import open_dataset
+    with small_fs(tmp_path / "fs", "232k") as fs:
+        done = alf_cli.run("alf.bin.export_dataset", _CART_POLE_6000 + [f"--out={fs / 'ds'}"],
+                           tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr
+        dataset = open_dataset(fs / "ds")
+        assert dataset.info.num_steps == 6000 and dataset.info.num_episodes == 241
+        assert sorted(p.name for p in (fs / "ds").iterdir()) == [
+            "action.npy", "alf_dataset.json", "discount.npy", "episode_returns.npy",
+            "episodes.npy", "observation.npy", "reward.npy", "step_type.npy"]
 
 def test_minari_import_into_a_full_disk_is_one_line_and_leaves_nothing(alf_cli, tmp_path,
                                                                        monkeypatch):

@@ -63,3 +63,43 @@ def test_a_package_missing_when_the_command_runs_is_one_line_exit_2(tmp_path):
     assert "Traceback (most recent call last)" in debug.stderr
     assert debug.stderr.rstrip().splitlines()[-1] == \
         "ModuleNotFoundError: No module named 'matplotlib'"
+
+
+_PBT_ARGS = ["--population=2", "--interval=1000", "--num_env_steps=2000",
+             "--param", "lr/LinearSchedule.start=loguniform(1e-5, 1e-2)"]
+_SWEEP_ARGS = ["--param", "PPOLoss.entropy_regularization=[0.0, 0.01]"]
+
+
+@pytest.mark.parametrize("module, url, missing, shown, hint", [
+    ("alf.bin.sweep", "postgresql://alf@127.0.0.1:1/alf", "psycopg", "'psycopg' package",
+     'install the [postgres] extra: pip install -e ".[postgres]"'),
+    ("alf.bin.pbt", "postgresql://alf@127.0.0.1:1/alf", "psycopg", "'psycopg' package",
+     'install the [postgres] extra: pip install -e ".[postgres]"'),
+    ("alf.bin.sweep", "postgresql+psycopg://alf:secret@127.0.0.1:1/alf", "psycopg",
+     "'psycopg' package", 'install the [postgres] extra: pip install -e ".[postgres]"'),
+    ("alf.bin.sweep", "postgresql+psycopg2://alf@127.0.0.1:1/alf", "psycopg2",
+     "'psycopg2-binary' package (module psycopg2)",
+     'pip install psycopg2-binary (or use postgresql://, whose driver the [postgres] extra '
+     'installs)'),
+    ("alf.bin.sweep", "mysql://alf@127.0.0.1:1/alf", "MySQLdb",
+     "'mysqlclient' package (module MySQLdb)", "pip install mysqlclient"),
+])
+def test_a_database_driver_missing_names_its_package(tmp_path, module, url, missing, shown,
+                                                     hint):
+    """Reported: docs/experiments.md offers ``--storage=postgresql://user@host/db``, but
+    in a fresh ``pip install -e ".[sweep]"`` it failed with Optuna's "ImportError: Failed
+    to import DB access module for the specified storage URL. Please install appropriate
+    one.", naming no package: SQLAlchemy 2.1 maps ``postgresql://`` to psycopg (v3),
+    which nothing installed. The line names the driver SQLAlchemy wants for the URL and
+    how to install it, never the URL's password; nothing is written."""
+    done = _run(tmp_path, [missing], module, ["--conf=ppo_cart_pole.gin",
+                                              f"--study_dir={tmp_path / 'study'}",
+                                              f"--storage={url}"]
+                + (_PBT_ARGS if module.endswith("pbt") else _SWEEP_ARGS))
+    assert done.returncode == 2, done.stderr
+    shown_url = url.replace(":secret@", ":***@")
+    scheme = url.split("://")[0]
+    assert done.stderr.splitlines() == [
+        f"{module}: error: --storage {shown_url}: cannot open it: SQLAlchemy's driver for "
+        f"{scheme}://, the {shown}, is not installed; {hint}"], done.stderr
+    assert not (tmp_path / "study").exists()

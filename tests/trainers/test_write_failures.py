@@ -168,3 +168,13 @@ def test_tensorboard_thread_failure_is_one_error_in_the_loop(tmp_path, monkeypat
     with pytest.raises(WriteFailedError, match="TensorBoard events file"):
         open_summary_writer(str(empty))
     assert os.listdir(empty) == []
+
+
+def test_space_needed_and_free_never_print_alike(tmp_path, monkeypatch):
+    """Reported with a dataset that did not fit a 5,500 KiB disk: "about 5.4 MiB needed,
+    5.4 MiB free". Where one decimal prints both alike, more digits tell them apart."""
+    monkeypatch.setattr(atomic_write, "free_space", lambda path: 5500 * 1024)
+    assert atomic_write.space_left(str(tmp_path), 5512 * 1024).startswith(
+        "about 5.38 MiB needed, 5.37 MiB free on ")
+    assert atomic_write.space_left(str(tmp_path), 2 * 1024 * 1024).startswith(
+        "about 2.0 MiB needed, 5.4 MiB free on ")
