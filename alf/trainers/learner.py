@@ -191,8 +191,16 @@ class Learner:
         ``RunContext.add_iteration_scalar`` are written once the iteration is done."""
         # the training dtype for the whole iteration (a custom train_iter's own updates
         # included); every act step inside sets the acting dtype for itself
-        with precision.autocast_networks(self._context.train_dtype):
-            steps = self.train_iter()
+        guard = self._context.finite_guard
+        try:
+            with precision.autocast_networks(self._context.train_dtype):
+                steps = self.train_iter()
+            if guard is not None:  # CUDA: this iteration's checks, before weights travel
+                guard.flush()
+        except Exception as e:  # a diverged parameter explains torch's error (one line)
+            if guard is None:
+                raise
+            guard.raise_explained(self._algorithm, e)
         self._context.flush_iteration_scalars()
         if self._unroller is not None:
             self._unroller.after_train_iter(self._algorithm)
