@@ -72,9 +72,15 @@ def flat_tensors(state: Any, prefix: str = "") -> Iterable[Tuple[str, torch.Tens
 
 
 class FiniteGuard:
-    """The run's non-finite check (module docstring); one per :class:`RunContext`."""
+    """The run's non-finite check (module docstring); one per :class:`RunContext`.
 
-    def __init__(self):
+    Args:
+        defer: read the flags once per iteration (:meth:`flush`) instead of at once; None
+            (the default): on CUDA only, where reading a number waits for the GPU.
+    """
+
+    def __init__(self, defer: Optional[bool] = None):
+        self._defer_always = defer
         self._pending: Optional[torch.Tensor] = None  # CUDA: flags of updates not yet read
         self._last: Any = None  # CUDA: (algorithm, loss_info, entries) of the newest update
         self._loss_ok: Any = True  # this update's total loss was finite (a bool or tensor)
@@ -84,7 +90,7 @@ class FiniteGuard:
         """Note whether the total ``loss`` is finite; data-parallel: a non-finite loss turns
         one gradient into NaN so that every rank sees it after the all-reduce."""
         ok = torch.isfinite(loss.detach())
-        self._loss_ok = bool(ok) if loss.device.type == "cpu" else ok
+        self._loss_ok = ok if self._deferred(ok) else bool(ok)
         if context.data_parallel is None or self._loss_ok is True:
             return
         grad = next((p.grad for _, _, ps in entries for p in ps if p.grad is not None), None)
@@ -96,7 +102,7 @@ class FiniteGuard:
         grads = [p.grad for _, _, ps in entries for p in ps if p.grad is not None]
         grads_ok = torch.isfinite(max_abs(grads)) if grads else torch.tensor(True)
         local = algorithm.context.data_parallel is None  # else the loss is in the gradients
-        if grads_ok.device.type != "cpu":
+        if self._deferred(grads_ok):
             self._defer(grads_ok & self._loss_ok if local else grads_ok,
                         (algorithm, loss_info, entries))
         elif not (bool(grads_ok) and (self._loss_ok or not local)):
@@ -109,7 +115,7 @@ class FiniteGuard:
         if not params:
             return
         ok = max_abs(params) <= PARAM_LIMIT  # False for NaN too
-        if ok.device.type != "cpu":
+        if self._deferred(ok):
             self._defer(ok, (algorithm, loss_info, entries))
         elif not bool(ok):
             self._fail(algorithm, loss_info, entries, "the step was taken, and training stops "
@@ -145,6 +151,9 @@ class FiniteGuard:
         raise explained from error
 
     # ------------------------------------------------------------------ internals
+    def _deferred(self, flag: torch.Tensor) -> bool:
+        return flag.device.type != "cpu" if self._defer_always is None else self._defer_always
+
     def _defer(self, ok: torch.Tensor, last: Any) -> None:
         self._pending = ok if self._pending is None else self._pending & ok
         self._last = last
