@@ -33,7 +33,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.config import binding_location
-from alf.errors import NonFiniteError
+from alf.errors import NonFiniteError, UserError
 
 #: a parameter larger than this in magnitude counts as diverged: its square overflows fp32
 #: and bf16 (both top out at 3.4e38), so a layer multiplying two such values gives inf
@@ -43,9 +43,17 @@ _Entries = Sequence[Tuple[Any, Any, List[torch.Tensor]]]  # (optimizer, factory,
 
 
 def max_abs(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The largest ``|x|`` over ``tensors`` (a 0-d tensor on their device; NaN if any
-    element is NaN): one foreach kernel and a max, no device sync."""
-    return torch.stack(torch._foreach_norm(list(tensors), math.inf)).max()
+    """The largest ``|x|`` over ``tensors`` (a 0-d fp32 tensor on the first one's device;
+    NaN if any element is NaN): one foreach kernel and a max, no device sync. Tensors of
+    several devices or dtypes, or sparse ones, take a slower per-tensor path."""
+    tensors = [t.detach() for t in tensors]
+    first = tensors[0]
+    if any(t.is_sparse or t.device != first.device or t.dtype != first.dtype
+           for t in tensors):
+        return torch.stack([(t.coalesce().values() if t.is_sparse else t).abs().max()
+                            .float().to(first.device) if t.numel() else
+                            torch.zeros((), device=first.device) for t in tensors]).max()
+    return torch.stack(torch._foreach_norm(tensors, math.inf)).max().float()
 
 
 def first_non_finite(named: Iterable[Tuple[str, Any]]) -> Optional[Tuple[str, str]]:
@@ -128,20 +136,22 @@ class FiniteGuard:
         if pending is not None and not bool(pending):
             algorithm, loss_info, entries = self._last
             self._fail(algorithm, loss_info, entries, "found at the end of the iteration "
-                       "(on CUDA the check is read once per iteration)")
+                       "(on CUDA the check is read once per iteration)", deferred=True)
 
     def explain(self, algorithm: Any, error: BaseException) -> BaseException:
         """The error to report for ``error``, raised while training: a
         :class:`NonFiniteError` naming the parameter if one is non-finite or diverged (torch's
         own message, e.g. from ``torch.distributions``, would not say why), else ``error``."""
-        if isinstance(error, (NonFiniteError, KeyboardInterrupt)) or algorithm is None:
+        if algorithm is None or isinstance(error, (NonFiniteError, UserError,
+                                                   KeyboardInterrupt)):
             return error
         bad = _bad_parameters(algorithm)
         if bad is None:
             return error
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return NonFiniteError(_message(
-            algorithm, f"the parameter {bad} ({type(error).__name__}: {first})", None))
+            algorithm, f"the parameter {bad} ({type(error).__name__}: {first})", None,
+            update=False))
 
     def raise_explained(self, algorithm: Any, error: BaseException) -> None:
         """Raise :meth:`explain`'s error for ``error`` (chained), or ``error`` itself."""
@@ -158,7 +168,8 @@ class FiniteGuard:
         self._pending = ok if self._pending is None else self._pending & ok
         self._last = last
 
-    def _fail(self, algorithm: Any, loss_info: Any, entries: _Entries, when: str) -> None:
+    def _fail(self, algorithm: Any, loss_info: Any, entries: _Entries, when: str,
+              deferred: bool = False) -> None:
         what = _diagnose(algorithm, loss_info, entries)
         dp = algorithm.context.data_parallel
         silent = False
@@ -167,7 +178,7 @@ class FiniteGuard:
             culprits = [f"{w} on rank {r}" for r, w in enumerate(found) if w.startswith("the loss")]
             what = culprits[0] if culprits else found[0]
             silent = not dp.group.is_main
-        error = NonFiniteError(_message(algorithm, what, when, entries))
+        error = NonFiniteError(_message(algorithm, what, when, entries, update=not deferred))
         error.alf_silent = silent
         raise error
 
@@ -216,9 +227,11 @@ def _bad_parameters(algorithm: Any) -> Optional[str]:
 
 
 def _message(algorithm: Any, what: str, when: Optional[str],
-             entries: Optional[_Entries] = None) -> str:
+             entries: Optional[_Entries] = None, update: bool = True) -> str:
+    """The one line: what, when (the update being taken, if ``update``), likely causes."""
     ctx = algorithm.context
-    where = f"at iteration {ctx.summary_iteration():,} (update {ctx.num_updates + 1:,})"
+    where = f"at iteration {ctx.summary_iteration():,}" + (
+        f" (update {ctx.num_updates + 1:,})" if update else "")
     when = f"; {when}" if when else ""
     return (f"training went non-finite {where}: {what}{when}. Likely causes: "
             f"{_knobs(algorithm, entries)}. The newest checkpoint before it is kept; set "
