@@ -212,7 +212,9 @@ class Algorithm(nn.Module):
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,
                              weight: float = 1.0, count_update: bool = True,
                              keep_existing_grads: bool = False) -> LossInfo:
-        """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step.
+        """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step; the
+        run's :class:`~alf.utils.finite_guard.FiniteGuard` checks the loss, gradients and
+        updated parameters, and summary iterations get ``Optimizer/<name>/<k>/*`` tags.
 
         Args:
             loss_info: ``loss`` is a per-sample tensor (any shape) or a scalar.
