@@ -161,6 +161,8 @@ class Learner:
         alg, cfg = self._algorithm, self._settings
         alg.check_training_config(cfg)
         alg.ensure_optimizers()
+        if self._context.finite_guard is not None:  # names tensors by their keys in alg
+            self._context.finite_guard.root = alg
         if cfg.offline_buffer_dir:
             env_name = getattr(self._unroller, "env_name", "") or self._env_name
             self.replay.build_offline(self.time_step_spec(), env_name)

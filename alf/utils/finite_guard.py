@@ -89,6 +89,9 @@ class FiniteGuard:
 
     def __init__(self, defer: Optional[bool] = None):
         self._defer_always = defer
+        # the algorithm the Learner trains (set by Learner.prepare): parameters are named
+        # by their state_dict keys in it, and its Agent's reward weights are shown
+        self.root: Any = None
         self._pending: Optional[torch.Tensor] = None  # CUDA: flags of updates not yet read
         self._last: Any = None  # CUDA: (algorithm, loss_info, entries) of the newest update
         self._loss_ok: Any = True  # this update's total loss was finite (a bool or tensor)
@@ -145,13 +148,13 @@ class FiniteGuard:
         if algorithm is None or isinstance(error, (NonFiniteError, UserError,
                                                    KeyboardInterrupt)):
             return error
-        bad = _bad_parameters(algorithm)
+        bad = _bad_parameters(self.root or algorithm)
         if bad is None:
             return error
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return NonFiniteError(_message(
             algorithm, f"the parameter {bad} ({type(error).__name__}: {first})", None,
-            update=False))
+            update=False, top=self.root))
 
     def raise_explained(self, algorithm: Any, error: BaseException) -> None:
         """Raise :meth:`explain`'s error for ``error`` (chained), or ``error`` itself."""
@@ -170,7 +173,7 @@ class FiniteGuard:
 
     def _fail(self, algorithm: Any, loss_info: Any, entries: _Entries, when: str,
               deferred: bool = False) -> None:
-        what = _diagnose(algorithm, loss_info, entries)
+        what = _diagnose(algorithm, loss_info, entries, self.root or algorithm)
         dp = algorithm.context.data_parallel
         silent = False
         if dp is not None:  # every rank is here (same gradients): rank 0 says it for all
@@ -178,7 +181,8 @@ class FiniteGuard:
             culprits = [f"{w} on rank {r}" for r, w in enumerate(found) if w.startswith("the loss")]
             what = culprits[0] if culprits else found[0]
             silent = not dp.group.is_main
-        error = NonFiniteError(_message(algorithm, what, when, entries, update=not deferred))
+        error = NonFiniteError(_message(algorithm, what, when, entries, update=not deferred,
+                                        top=self.root))
         error.alf_silent = silent
         raise error
 
@@ -189,8 +193,9 @@ def _kind(t: torch.Tensor) -> str:
     return "inf" if bool((t == math.inf).any()) else "-inf"
 
 
-def _diagnose(algorithm: Any, loss_info: Any, entries: _Entries) -> str:
-    """What is non-finite, most telling first: a loss term, a gradient, a parameter."""
+def _diagnose(algorithm: Any, loss_info: Any, entries: _Entries, top: Any) -> str:
+    """What is non-finite, most telling first: a loss term (tagged as ``algorithm``'s), a
+    gradient, a parameter (named by its ``state_dict`` key in ``top``)."""
     name = algorithm.name
     terms = [] if loss_info is None else [
         (f"Loss/{name}/{path}", v) for path, v in alf_nest.flatten_with_paths(loss_info.extra)
@@ -198,12 +203,12 @@ def _diagnose(algorithm: Any, loss_info: Any, entries: _Entries) -> str:
     bad_term = first_non_finite((k, v.detach()) for k, v in terms)
     if bad_term is not None:
         return f"the loss term {bad_term[0]} ({bad_term[1]})"
-    names = _param_names(algorithm)
+    names = _param_names(top)
     grad = first_non_finite((names.get(id(p), "?"), p.grad) for _, _, ps in entries for p in ps
                             if p.grad is not None)
     if grad is not None:
         return f"the gradient of {grad[0]} ({grad[1]})"
-    bad = _bad_parameters(algorithm)
+    bad = _bad_parameters(top)
     return f"the parameter {bad}" if bad else "a value of the update"
 
 
@@ -227,19 +232,20 @@ def _bad_parameters(algorithm: Any) -> Optional[str]:
 
 
 def _message(algorithm: Any, what: str, when: Optional[str],
-             entries: Optional[_Entries] = None, update: bool = True) -> str:
+             entries: Optional[_Entries] = None, update: bool = True, top: Any = None) -> str:
     """The one line: what, when (the update being taken, if ``update``), likely causes."""
     ctx = algorithm.context
     where = f"at iteration {ctx.summary_iteration():,}" + (
         f" (update {ctx.num_updates + 1:,})" if update else "")
     when = f"; {when}" if when else ""
     return (f"training went non-finite {where}: {what}{when}. Likely causes: "
-            f"{_knobs(algorithm, entries)}. The newest checkpoint before it is kept; set "
-            "TrainerConfig.check_finite=False to train on regardless")
+            f"{_knobs(algorithm, entries, top or algorithm)}. The newest checkpoint before it "
+            "is kept; set TrainerConfig.check_finite=False to train on regardless")
 
 
-def _knobs(algorithm: Any, entries: Optional[_Entries]) -> str:
-    """The usual suspects, with this run's values: learning rate, precision, reward scale."""
+def _knobs(algorithm: Any, entries: Optional[_Entries], top: Any) -> str:
+    """The usual suspects, with this run's values: learning rate, precision, reward scale
+    (``top``'s reward weights: an Agent's, whichever part stepped)."""
     ctx = algorithm.context
     if entries is None:
         entries = algorithm._all_optimizer_entries()
@@ -251,7 +257,7 @@ def _knobs(algorithm: Any, entries: Optional[_Entries]) -> str:
     dtype = getattr(ctx, "train_dtype", None)
     precision = ("bf16 training (TrainerConfig.train_precision; fp32 overflows later)"
                  if dtype is not None else "the precision (fp32 here)")
-    weights = [f"{t.tolist()}" for n, t in algorithm.named_buffers()
+    weights = [f"{[round(w, 6) for w in t.tolist()]}" for n, t in top.named_buffers()
                if n.endswith("_reward_weights") and t.is_floating_point()]
     reward = "the reward scale (" + (f"Agent.reward_weights = {weights[0]}; " if weights
                                      else "") + "reward normalisation, the env's rewards)"
@@ -259,26 +265,31 @@ def _knobs(algorithm: Any, entries: Optional[_Entries]) -> str:
 
 
 def _lr_bindings(limit: int = 3) -> str:
-    """``key = value (where)`` of the gin bindings that set a learning rate (``*.lr`` and the
-    parameters of a scoped schedule an ``lr`` refers to), at most ``limit``."""
-    found: List[str] = []
+    """``key = value at <where>`` of the gin bindings that set a learning rate (``*.lr``, and
+    the parameters of a scoped schedule an ``lr`` refers to), at most ``limit``."""
+    bound: List[Tuple[str, Any]] = []
     scopes = []
-    for (scope, selector), params in list(gin.config._CONFIG.items()):
+    config = list(gin.config._CONFIG.items())  # pylint: disable=protected-access
+    for (scope, selector), params in config:
         if "lr" in params:
-            key = (f"{scope}/" if scope else "") + selector + ".lr"
-            found.append(_shown(key, params["lr"]))
+            bound.append(((f"{scope}/" if scope else "") + selector + ".lr", params["lr"]))
             ref = getattr(params["lr"], "scoped_selector", "")
             if "/" in ref:
                 scopes.append(ref.rpartition("/")[0])
-    for (scope, selector), params in list(gin.config._CONFIG.items()):
+    for (scope, selector), params in config:
         if scope in scopes:
-            for p, v in params.items():
-                found.append(_shown(f"{scope}/{selector.split('.')[-1]}.{p}", v))
-    return "; ".join(found[:limit])
+            bound += [(f"{scope}/{selector.split('.')[-1]}.{p}", v) for p, v in params.items()]
+    where = {key: _location(key) for key, _ in bound}
+    scoped = {w for key, w in where.items() if "/" in key}
+    # an unscoped key's line search also matches scoped lines (``rnd/Adam.lr``): a location
+    # a scoped binding has is not the unscoped one's
+    shown = [f"{key} = {value!r}" + (f" at {where[key]}" if where[key] and (
+        "/" in key or where[key] not in scoped) else "") for key, value in bound]
+    return "; ".join(shown[:limit])
 
 
-def _shown(key: str, value: Any) -> str:
+def _location(key: str) -> Optional[str]:
+    """Where the binding ``key`` was set (its file and line, or --conf_param), if known."""
     scope, _, name = key.rpartition("/")
     short = ".".join(name.split(".")[-2:])  # gin files name the configurable bare
-    where = binding_location(key) or binding_location(f"{scope}/{short}" if scope else short)
-    return f"{key} = {value!r}" + (f" at {where}" if where else "")
+    return binding_location(key) or binding_location(f"{scope}/{short}" if scope else short)

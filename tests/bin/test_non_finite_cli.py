@@ -156,6 +156,21 @@ def test_values_that_must_be_finite_are_refused_before_anything_is_written(
     assert not root.exists()
 
 
+def test_a_composed_agent_names_the_part_by_its_key_and_shows_the_reward_weights(
+        alf_cli, tmp_path):
+    alf_cli.write_gin(tmp_path, TINY_PPO_RND, "rnd.gin")
+    root = tmp_path / "rnd"
+    r = alf_cli.run("alf.bin.train", _args(root, "rnd.gin", ["rnd/alf.optimizers.Adam.lr=1e30"]),
+                    tmp_path)
+    assert r.returncode == 1, r.stderr
+    [line] = _error_lines(r.stderr)
+    assert "the parameter _reward_modules.0._predictor._fc_layers.0.weight (|x| up to 1e+30)" \
+        in line, line
+    assert "rnd/alf.optimizers.Adam.lr = 1e+30 at --conf_param " \
+           "'rnd/alf.optimizers.Adam.lr=1e30'" in line, line
+    assert "the reward scale (Agent.reward_weights = [1.0, 0.1]; " in line, line
+
+
 def _poison_newest(root):
     """A checkpoint as a diverged run wrote them before the guard: NaN weights."""
     path = root / "train" / CKPTS[-1]
@@ -166,12 +181,15 @@ def _poison_newest(root):
     return path, key
 
 
-@pytest.mark.parametrize("command", ["alf.bin.play", "alf.bin.train"])
-def test_play_and_resume_refuse_a_non_finite_checkpoint(alf_cli, tmp_path, good_run, command):
+@pytest.mark.parametrize("command, flags", [
+    ("alf.bin.play", ["--num_episodes", "1"]),
+    ("alf.bin.play", ["--num_episodes", "1", "--checkpoint", "3"]),
+    ("alf.bin.train", ["--conf_param", "TrainerConfig.num_iterations=5"])])
+def test_play_and_resume_refuse_a_non_finite_checkpoint(alf_cli, tmp_path, good_run, command,
+                                                        flags):
     path, key = _poison_newest(good_run)
     before = {n: os.path.getmtime(good_run / "train" / n) for n in CKPTS}
-    args = ["--root_dir", str(good_run)] + (["--num_episodes", "1"] if "play" in command else
-                                            ["--conf_param", "TrainerConfig.num_iterations=5"])
+    args = ["--root_dir", str(good_run)] + flags
     r = alf_cli.run(command, args, tmp_path)
     assert r.returncode == 2, r.stderr
     [line] = _error_lines(r.stderr)
