@@ -1,10 +1,10 @@
 """What the non-finite guard (``TrainerConfig.check_finite``, alf/utils/finite_guard.py) costs
 per gradient update: guard on against off, in one process, in interleaved pairs.
 
-    python bench/finite_guard_cost.py                         # ppo_atari.gin and sac_pendulum.gin
+    python bench/finite_guard_cost.py                   # ppo_atari.gin and sac_pendulum.gin
     python bench/finite_guard_cost.py --conf sac_pendulum.gin --pairs 20 --updates 400
-    python bench/finite_guard_cost.py --device cuda           # the deferred (one read per iteration) mode
-    python bench/finite_guard_cost.py --smoke                 # tiny settings: does it run (no figures)
+    python bench/finite_guard_cost.py --device cuda     # the deferred mode (one read/iteration)
+    python bench/finite_guard_cost.py --smoke           # tiny settings: runs? (no figures)
 
 For each config: the experiment is built as ``alf.bin.train`` builds it (its shipped
 settings; ``--conf_param`` overrides), its replay buffer is filled by acting (not

@@ -35,7 +35,8 @@ class ActorCriticLoss:
     """
 
     def __init__(self, gamma: Discount = 0.99, td_lambda: UnitInterval = 0.95, use_gae: bool = True,
-                 normalize_advantages: bool = False, entropy_regularization: FiniteNonNegative = 0.0,
+                 normalize_advantages: bool = False,
+                 entropy_regularization: FiniteNonNegative = 0.0,
                  td_loss_weight: FiniteNonNegative = 0.5,
                  td_error_loss_fn: Callable = element_wise_squared_loss):
         self.gamma = gamma

@@ -178,7 +178,8 @@ class FiniteGuard:
         silent = False
         if dp is not None:  # every rank is here (same gradients): rank 0 says it for all
             found = dp.group.all_gather_object(what, "the non-finite check")
-            culprits = [f"{w} on rank {r}" for r, w in enumerate(found) if w.startswith("the loss")]
+            culprits = [f"{w} on rank {r}" for r, w in enumerate(found)
+                        if w.startswith("the loss")]
             what = culprits[0] if culprits else found[0]
             silent = not dp.group.is_main
         error = NonFiniteError(_message(algorithm, what, when, entries, update=not deferred,

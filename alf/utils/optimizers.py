@@ -53,7 +53,8 @@ def _fast_kwargs(optimizer_cls: Type[torch.optim.Optimizer]) -> Dict[str, Any]:
 def Adam(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
          eps: NonNegative = 1e-8,
          weight_decay: FiniteNonNegative = 0.0,
-         gradient_clipping: Optional[FinitePositive] = None, amsgrad: bool = False) -> OptimizerFactory:
+         gradient_clipping: Optional[FinitePositive] = None,
+         amsgrad: bool = False) -> OptimizerFactory:
     """Adam (Kingma & Ba 2015) as :class:`alf.utils.fast_optim.FastAdam`: torch's Adam with
     a low-overhead step (identical numbers and ``state_dict``).
 

@@ -1,5 +1,6 @@
 """``Optimizer/<Algorithm>/<k>/learning_rate`` and ``.../grad_norm``: written by
-``update_with_gradient`` for each optimizer, on summary iterations only (alf.utils.optimizer_summaries)."""
+``update_with_gradient`` for each optimizer, on summary iterations only
+(alf.utils.optimizer_summaries)."""
 import glob
 import os
 
