@@ -21,6 +21,7 @@ or ``num_iterations=-5`` fail at the same point with a message of the same form.
 """
 import collections.abc
 import inspect
+import math
 import typing
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -116,7 +117,8 @@ def _range_violation(value: Any, annotation: Any) -> Optional[Tuple[str, Range]]
         if _is_number(value):
             for rng in annotation.__metadata__:
                 if isinstance(rng, Range) and value not in rng:
-                    return "", rng
+                    infinite = rng.finite and isinstance(value, float) and math.isinf(value)
+                    return "", Range(finite=True) if infinite else rng
         return None
     if origin is typing.Union:  # the first arm the value fits decides
         for arm in args:

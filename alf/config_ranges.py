@@ -23,15 +23,21 @@ from typing import Annotated, Any, Callable, Optional, Union
 @dataclasses.dataclass(frozen=True)
 class Range:
     """An interval of numbers: ``low``/``high`` (None: unbounded), each closed unless
-    ``low_open``/``high_open``; ``note`` is shown after it (``"0: no limit"``)."""
+    ``low_open``/``high_open``; ``note`` is shown after it (``"0: no limit"``).
+    ``finite``: infinities are out too (a value that enters the maths of training: a
+    learning rate, a schedule's value, a reward weight, a clipping norm or loss weight,
+    where ``1e999`` parses as ``inf`` and turns the weights into NaN)."""
     low: Optional[float] = None
     high: Optional[float] = None
     low_open: bool = False
     high_open: bool = False
     note: str = ""
+    finite: bool = False
 
     def __contains__(self, value: float) -> bool:
         if isinstance(value, float) and math.isnan(value):
+            return False
+        if self.finite and isinstance(value, float) and math.isinf(value):
             return False
         if self.low is not None and (value < self.low or self.low_open and value == self.low):
             return False
@@ -50,7 +56,7 @@ class Range:
         elif self.high is not None:
             text = f"{'<' if self.high_open else '<='} {_number(self.high)}"
         else:
-            text = "any number"
+            text = "a finite number" if self.finite else "any number"
         return f"{text} ({self.note})" if self.note and with_note else text
 
 
@@ -69,10 +75,17 @@ NonNegative = Annotated[float, Range(0)]            # loss weights, noise scales
 PositiveInt = Annotated[int, Range(1)]              # sizes, periods, intervals, counts of things
 NonNegativeInt = Annotated[int, Range(0)]           # counts where 0 means none
 
-# a number in the range, or a schedule of training progress (checked when called)
-PositiveSchedule = Union[Positive, Callable[[float], float]]
-NonNegativeSchedule = Union[NonNegative, Callable[[float], float]]
+# ... that must also be finite (they enter the maths of training; see Range.finite)
+Finite = Annotated[float, Range(finite=True)]                 # schedule values, reward weights
+FinitePositive = Annotated[float, Range(0, low_open=True, finite=True)]  # clipping norms
+FiniteNonNegative = Annotated[float, Range(0, finite=True)]   # loss weights, weight decay
+
+# a number in the range, or a schedule of training progress (checked when called); the
+# number is finite (learning rates, clip ranges: an infinite one only makes NaN weights)
+PositiveSchedule = Union[FinitePositive, Callable[[float], float]]
+NonNegativeSchedule = Union[FiniteNonNegative, Callable[[float], float]]
 UnitIntervalSchedule = Union[UnitInterval, Callable[[float], float]]
+FiniteSchedule = Union[Finite, Callable[[float], float]]      # e.g. Agent.reward_weights
 
 
 def declared_range(annotation: Any) -> str:
@@ -98,5 +111,6 @@ def at_least(low: float, note: str = "", kind: type = int) -> type:
 
 
 __all__ = ["Range", "Discount", "UnitInterval", "Probability", "UpdateRate", "Positive",
-           "NonNegative", "PositiveInt", "NonNegativeInt", "PositiveSchedule",
-           "NonNegativeSchedule", "UnitIntervalSchedule", "at_least", "declared_range"]
+           "NonNegative", "PositiveInt", "NonNegativeInt", "Finite", "FinitePositive",
+           "FiniteNonNegative", "PositiveSchedule", "NonNegativeSchedule",
+           "UnitIntervalSchedule", "FiniteSchedule", "at_least", "declared_range"]

@@ -38,3 +38,17 @@ class WriteFailedError(RunFailedError):
     """A file of the run could not be written (disk full, quota exceeded, read-only or
     missing directory). The message names the file and, for a full disk, the space left;
     the previous version of the file (and the previous checkpoint) is left intact."""
+
+
+class NonFiniteError(RunFailedError):
+    """Training produced a non-finite loss, gradient or parameter (or a parameter so large
+    that the next forward pass overflows): :mod:`alf.utils.finite_guard` stops the run
+    before the bad step is used. One line naming the value, the iteration and the likely
+    knobs; exit status 1 (the config may be valid: the run diverged); the newest
+    checkpoint, written before, is finite and kept."""
+
+
+class NonFiniteCheckpointError(CheckpointError):
+    """A checkpoint holds a non-finite tensor (written by a run that diverged before the
+    finite-value guard existed, or with it turned off): ``play`` and a resume refuse it
+    (exit status 2) instead of acting with NaN weights."""

@@ -34,6 +34,7 @@ from alf.algorithms.data_transformers import create_data_transformer
 from alf.environments.env_specs import EnvSpecs  # noqa: F401 - the experiment's spec type, re-exported
 from alf.errors import ConfigError
 from alf.utils import precision
+from alf.utils.finite_guard import FiniteGuard
 from alf.utils.run_context import RunContext
 
 ROLES = ("learner", "actor", "policy", "player")
@@ -70,6 +71,7 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
         "train_precision", getattr(config, "train_precision", "fp32"), device)
     context.act_dtype = precision.resolve(
         "act_precision", getattr(config, "act_precision", "fp32"), device)
+    context.finite_guard = FiniteGuard() if getattr(config, "check_finite", True) else None
     algorithm = config.algorithm_ctor(
         observation_spec=transformer.transformed_observation_spec,
         action_spec=specs.action_spec, reward_spec=specs.reward_spec, context=context, **legacy)

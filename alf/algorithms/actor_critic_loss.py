@@ -4,7 +4,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 import alf
-from alf.config_ranges import Discount, NonNegative, UnitInterval
+from alf.config_ranges import Discount, FiniteNonNegative, NonNegative, UnitInterval
 from alf.data_structures import LossInfo, StepType
 from alf.utils import value_ops
 from alf.utils.losses import element_wise_squared_loss, masked_mean, normalize_for_mean
@@ -35,8 +35,9 @@ class ActorCriticLoss:
     """
 
     def __init__(self, gamma: Discount = 0.99, td_lambda: UnitInterval = 0.95, use_gae: bool = True,
-                 normalize_advantages: bool = False, entropy_regularization: NonNegative = 0.0,
-                 td_loss_weight: NonNegative = 0.5,
+                 normalize_advantages: bool = False,
+                 entropy_regularization: FiniteNonNegative = 0.0,
+                 td_loss_weight: FiniteNonNegative = 0.5,
                  td_error_loss_fn: Callable = element_wise_squared_loss):
         self.gamma = gamma
         self.td_lambda = td_lambda

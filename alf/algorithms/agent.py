@@ -59,6 +59,7 @@ from alf.algorithms.representation_learner import RepresentationLearner
 from alf.algorithms.reward_module import RewardModule
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.config_ranges import FiniteSchedule
 from alf.errors import ConfigError
 from alf.tensor_specs import TensorSpec
 from alf.utils.run_context import RunContext
@@ -124,7 +125,7 @@ class Agent(RLAlgorithm):
                  reward_spec: Any = TensorSpec(()),
                  rl_algorithm_cls: Callable[..., RLAlgorithm] = PPOAlgorithm,
                  reward_modules: Sequence[Callable[..., RewardModule]] = (),
-                 reward_weights: Optional[Sequence[ScheduleLike]] = None,
+                 reward_weights: Optional[Sequence[FiniteSchedule]] = None,
                  representation_learner_cls: Optional[
                      Callable[..., RepresentationLearner]] = None,
                  encoder_trained_by_rl: bool = True,

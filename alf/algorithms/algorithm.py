@@ -28,6 +28,7 @@ from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.tensor_specs import zeros_from_spec
 from alf.utils.fast_optim import clip_grad_norm_
+from alf.utils.optimizer_summaries import summarize_optimizer
 from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext, default_run_context
 
@@ -211,7 +212,9 @@ class Algorithm(nn.Module):
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,
                              weight: float = 1.0, count_update: bool = True,
                              keep_existing_grads: bool = False) -> LossInfo:
-        """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step.
+        """Average ``loss_info.loss`` (masked by ``valid_masks``), backprop, clip, step; the
+        run's :class:`~alf.utils.finite_guard.FiniteGuard` checks the loss, gradients and
+        updated parameters, and summary iterations get ``Optimizer/<name>/<k>/*`` tags.
 
         Args:
             loss_info: ``loss`` is a per-sample tensor (any shape) or a scalar.
@@ -245,16 +248,26 @@ class Algorithm(nn.Module):
                 for p in params:  # = zero_grad(set_to_none=True), without its profiling hooks
                     p.grad = None
         loss.backward()
+        guard = self._context.finite_guard  # None: TrainerConfig.check_finite=False
+        if guard is not None:
+            guard.after_backward(self._context, loss, entries)
         if self._context.data_parallel is not None:  # torchrun: mean gradient over ranks
             self._context.data_parallel.average_gradients([p for _, _, ps in entries for p in ps])
+        if guard is not None:  # a non-finite loss or gradient stops the run before the step
+            guard.before_step(self, loss_info, entries)
+        summarize = self._context.should_summarize()
         with self._context.weights_lock:  # a learner thread: the actor never sees half a step
-            for opt, factory, params in entries:
+            for k, (opt, factory, params) in enumerate(entries):
                 lr = factory.lr_schedule(progress)
                 for group in opt.param_groups:
                     group["lr"] = lr
-                if factory.gradient_clipping is not None:
-                    clip_grad_norm_(params, factory.gradient_clipping)
+                norm = (None if factory.gradient_clipping is None else
+                        clip_grad_norm_(params, factory.gradient_clipping))
+                if summarize:
+                    summarize_optimizer(self._context, f"{self._name}/{k}", lr, params, norm)
                 opt.step()
+        if guard is not None:  # a diverged parameter (e.g. |x| ~ 1e30 after lr=1e30)
+            guard.after_step(self, loss_info, entries)
         if count_update:
             self._context.num_updates += 1
         self._context.tick_cpu_governor()

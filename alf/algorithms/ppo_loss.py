@@ -4,7 +4,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import torch
 
 import alf
-from alf.config_ranges import NonNegative, Positive, PositiveSchedule
+from alf.config_ranges import FiniteNonNegative, NonNegative, Positive, PositiveSchedule
 from alf.data_structures import LossInfo, StepType
 from alf.utils.losses import element_wise_squared_loss, masked_mean, normalize_for_mean
 from alf.utils.schedules import as_schedule
@@ -34,8 +34,8 @@ class PPOLoss:
     """
 
     def __init__(self, importance_ratio_clipping: PositiveSchedule = 0.2,
-                 normalize_advantages: bool = True, entropy_regularization: NonNegative = 0.0,
-                 td_loss_weight: NonNegative = 0.5, value_clipping: Optional[Positive] = None,
+                 normalize_advantages: bool = True, entropy_regularization: FiniteNonNegative = 0.0,
+                 td_loss_weight: FiniteNonNegative = 0.5, value_clipping: Optional[Positive] = None,
                  td_error_loss_fn: Callable = element_wise_squared_loss):
         self.clip_schedule = as_schedule(importance_ratio_clipping)
         self.normalize_advantages = normalize_advantages

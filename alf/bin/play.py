@@ -6,7 +6,9 @@ Rebuilds the env and algorithm from ``root_dir/config.gin``, loads the newest
 valid checkpoint (``--checkpoint=<iteration>``: that one, e.g. a milestone kept in
 ``train/milestones/``) and runs the policy (``predict_step``, the greedy action),
 printing each episode's return. ``--record_video`` writes an mp4 of env 0 (needs
-the ``[video]`` extra: ``pip install -e ".[video]"``).
+the ``[video]`` extra: ``pip install -e ".[video]"``). A checkpoint holding a NaN or
+infinite tensor (a run that diverged, saved by an older version) is refused in one line,
+exit status 2, naming the tensor and the newest earlier finite checkpoint.
 
 Bounded time by default:
 

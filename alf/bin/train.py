@@ -13,7 +13,8 @@ finds ``my_module.py`` next to the ``--conf`` file from any working directory.
 ``--rerun=OLD --root_dir=NEW`` starts a new run of run ``OLD``'s exact config (its seed
 and its copied user modules included; ``--conf_param`` may override). Each start records
 where the run came from in ``root_dir/run_info/`` (docs/run_directory.md).
-Exit status: 0 done, 1 failed (e.g. a full disk: one line naming the file), 2 bad input
+Exit status: 0 done, 1 failed (e.g. a full disk: one line naming the file; training that
+went non-finite: one line naming the loss term or tensor, TrainerConfig.check_finite), 2 bad input
 (nothing written), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (``kill``, ``docker
 stop``, Slurm, Kubernetes); both save a checkpoint at the iteration boundary first.
 """
@@ -30,7 +31,7 @@ from alf.bin import cli, rerun
 from alf.bin.video_path import nearest_existing_ancestor
 from alf.distributed.rank_exit import leave_process
 from alf.distributed.rank_group import RankGroup, launched_by_torchrun
-from alf.errors import ConfigError, UserError
+from alf.errors import ConfigError, NonFiniteError, UserError
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.interrupt_guard import InterruptedBeforeTraining, stop_signal
 from alf.trainers.trainer import CONFIG_FILE, Trainer
@@ -63,12 +64,27 @@ def _main() -> int:
             interrupted.alf_silent = getattr(e, "alf_silent", False) or (
                 group is not None and not group.is_main)  # rank 0 says it
             raise interrupted from None
-        trainer.run()
+        try:
+            trainer.run()
+        except NonFiniteError as e:
+            raise _naming_newest_checkpoint(e, trainer.root_dir) from e.__cause__
         completed = True
     finally:
         if group is not None:
             group.close(completed)
     return 0
+
+
+def _naming_newest_checkpoint(error: NonFiniteError, root_dir: str) -> NonFiniteError:
+    """``error`` with the checkpoint a rerun would resume from named (every checkpoint
+    on disk was saved before the run went non-finite, and is finite)."""
+    newest = Checkpointer(os.path.join(root_dir, "train")).list_checkpoints()
+    kept = (f"The newest checkpoint, {os.path.relpath(newest[0][1], root_dir)} (iteration "
+            f"{newest[0][0]:,}), is from before it and finite" if newest else
+            "No checkpoint was saved before it")
+    named = NonFiniteError(str(error).replace("The newest checkpoint before it is kept", kept))
+    named.alf_silent = getattr(error, "alf_silent", False)
+    return named
 
 
 def _build_trainer(group=None):

@@ -21,9 +21,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from alf.errors import CheckpointError, WriteFailedError
+from alf.errors import CheckpointError, NonFiniteCheckpointError, WriteFailedError
 from alf.utils.atomic_write import (atomic_write, format_bytes, free_space, mount_point,
                                     remove_quietly, write_failed)
+from alf.utils.finite_guard import first_non_finite, flat_tensors
 
 FORMAT_VERSION = 1
 _PATTERN = re.compile(r"ckpt-(\d+)\.pt$")
@@ -58,14 +59,27 @@ class Checkpointer:
         return sorted(found, reverse=True)
 
     def save(self, iteration: int, state: Dict[str, Any],
-             replay_buffer_state: Optional[Dict[str, Any]] = None) -> str:
-        """Atomically write ``state`` (and optionally the replay buffer) for ``iteration``.
+             replay_buffer_state: Optional[Dict[str, Any]] = None) -> Optional[str]:
+        """Atomically write ``state`` (and optionally the replay buffer) for ``iteration``;
+        returns its path. A ``state["algorithm"]`` with a NaN or infinite tensor is not
+        written (a warning names it; None is returned): the older, finite checkpoints stay
+        and are not pruned for it.
 
         Raises:
             WriteFailedError: a file could not be written (e.g. the disk is full). Nothing
                 of this iteration is left behind (no temporary file, no replay-buffer file
                 without its checkpoint); older checkpoints are untouched.
         """
+        bad = first_non_finite(flat_tensors(state.get("algorithm", {})))
+        if bad is not None:  # never a NaN model under a good name, rotating good ones out
+            older = self.list_checkpoints()
+            logging.warning(
+                "Not saving the checkpoint of iteration %s: the algorithm's %s is %s "
+                "(TrainerConfig.check_finite=False lets training go on past that); %s",
+                f"{iteration:,}", bad[0], bad[1],
+                f"{os.path.basename(older[0][1])} stays the newest" if older else
+                "there is no earlier checkpoint")
+            return None
         try:
             os.makedirs(self._dir, exist_ok=True)
         except OSError as e:
@@ -139,6 +153,8 @@ class Checkpointer:
         skipped with a warning naming it, and the previous one is tried.
 
         Raises:
+            NonFiniteCheckpointError: the newest readable one holds a NaN or infinite tensor
+                (one line naming the file, the tensor and an earlier checkpoint).
             CheckpointError: there are checkpoint files but none is readable (starting
                 over would silently discard the run, and keep-last-N pruning would
                 then delete the new checkpoints before the bad newer-numbered ones).
@@ -163,6 +179,7 @@ class Checkpointer:
                                 else "no older checkpoint is left")
                 self._unreadable.append(path)
                 continue
+            check_finite_checkpoint(path, state, [p for _, p in checkpoints[k + 1:]])
             rb_path = os.path.join(self._dir, f"replay_buffer-{iteration:010d}.pt")
             rb_state = None
             if os.path.exists(rb_path):
@@ -224,6 +241,35 @@ class Checkpointer:
                 os.remove(p)
             except FileNotFoundError:
                 pass
+
+
+def check_finite_checkpoint(path: str, state: Dict[str, Any], earlier: List[str]) -> None:
+    """Refuse the checkpoint ``state`` read from ``path`` if a tensor of its algorithm is NaN
+    or infinite (acting or training on from it would only spread them).
+
+    Args:
+        earlier: paths of the run's older checkpoints, newest first: the message names the
+            newest of them that is finite (read only in this failure case).
+    Raises:
+        NonFiniteCheckpointError: one line naming ``path``, the tensor and what to do.
+    """
+    bad = first_non_finite(flat_tensors(state.get("algorithm", {})))
+    if bad is None:
+        return
+    good = None
+    for older in earlier:
+        try:
+            s = torch.load(older, map_location="cpu", weights_only=True)
+        except Exception:  # noqa: BLE001 - an unreadable one is no suggestion
+            continue
+        if isinstance(s, dict) and first_non_finite(flat_tensors(s.get("algorithm", {}))) is None:
+            good = older
+            break
+    fix = (f"move it (and any newer one) aside to use {os.path.basename(good)}, the newest "
+           "finite one" if good else "no earlier checkpoint of this run is finite: train again")
+    raise NonFiniteCheckpointError(
+        f"checkpoint {path} holds non-finite values ({bad[0]} is {bad[1]}): the run diverged "
+        f"before it was saved; {fix}")
 
 
 def unreadable_reason(path: str, exc: Exception) -> str:

@@ -161,6 +161,8 @@ class Learner:
         alg, cfg = self._algorithm, self._settings
         alg.check_training_config(cfg)
         alg.ensure_optimizers()
+        if self._context.finite_guard is not None:  # names tensors by their keys in alg
+            self._context.finite_guard.root = alg
         if cfg.offline_buffer_dir:
             env_name = getattr(self._unroller, "env_name", "") or self._env_name
             self.replay.build_offline(self.time_step_spec(), env_name)
@@ -191,8 +193,16 @@ class Learner:
         ``RunContext.add_iteration_scalar`` are written once the iteration is done."""
         # the training dtype for the whole iteration (a custom train_iter's own updates
         # included); every act step inside sets the acting dtype for itself
-        with precision.autocast_networks(self._context.train_dtype):
-            steps = self.train_iter()
+        guard = self._context.finite_guard
+        try:
+            with precision.autocast_networks(self._context.train_dtype):
+                steps = self.train_iter()
+            if guard is not None:  # CUDA: this iteration's checks, before weights travel
+                guard.flush()
+        except Exception as e:  # a diverged parameter explains torch's error (one line)
+            if guard is None:
+                raise
+            guard.raise_explained(self._algorithm, e)
         self._context.flush_iteration_scalars()
         if self._unroller is not None:
             self._unroller.after_train_iter(self._algorithm)

@@ -127,6 +127,13 @@ class ThreadedRunner:
         self._collecting_since = time.monotonic()
         try:
             steps, batch = learner.collect_step()
+        except Exception as e:
+            # acting on weights the learner thread just broke (a non-finite step it is
+            # reporting): its error, or the diverged parameter, says why; this one would not
+            self._raise_if_failed()
+            if ctx.finite_guard is None:
+                raise
+            ctx.finite_guard.raise_explained(learner.algorithm, e)
         finally:
             self._collecting_since = None
         if batch is not None:
@@ -225,9 +232,12 @@ class ThreadedRunner:
                     self._lags.append(self._trained - trained_before)
                 with self._context.pinned_iteration(iteration, summarize):
                     self._learner.train_collected(batch)
+                    if self._context.finite_guard is not None:  # CUDA: read once per unroll
+                        self._context.finite_guard.flush()
                 self._trained += 1
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-                self._fail(e)
+                guard = self._context.finite_guard
+                self._fail(e if guard is None else guard.explain(self._learner.algorithm, e))
                 return
             finally:
                 self._queue.task_done()

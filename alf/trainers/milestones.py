@@ -25,7 +25,7 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 import torch
 
 from alf.errors import CheckpointError
-from alf.trainers.checkpointer import unreadable_reason
+from alf.trainers.checkpointer import check_finite_checkpoint, unreadable_reason
 from alf.utils.atomic_write import atomic_write, remove_quietly, write_failed
 
 MILESTONES_DIR = "milestones"
@@ -131,6 +131,7 @@ def load_iteration(train_dir: str, iteration: int, rotating: Sequence[Tuple[int,
     except Exception as e:  # noqa: BLE001 - any read failure is the user's file
         raise CheckpointError(f"checkpoint {path} is unreadable ({unreadable_reason(path, e)})"
                               ) from None
+    check_finite_checkpoint(path, state, [p for i, p in rotating if i < iteration])
     return path, state
 
 

@@ -93,8 +93,10 @@ class RunCheckpoints:
         state = self._state(wall_time_s)
         iteration = self._context.iteration
 
-        def write(state: dict, rb_state: Optional[dict]) -> str:
+        def write(state: dict, rb_state: Optional[dict]) -> Optional[str]:
             path = self.checkpointer.save(iteration, state, rb_state)
+            if path is None:  # non-finite tensors: not written (the checkpointer warned)
+                return None
             kept = ""
             if milestone:
                 kept = os.path.relpath(keep_milestone(path, iteration, self._context.env_steps),

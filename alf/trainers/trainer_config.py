@@ -168,6 +168,12 @@ class TrainerConfig:
             AVX-512 BF16 on a CPU, a CUDA GPU that supports it; else fp32). The start of
             the run logs what was chosen. docs/design/mixed_precision.md.
         act_precision: the same for acting (rollout, evaluation, env and policy workers).
+        check_finite: stop the run (one line, exit status 1) when a loss, gradient or
+            updated parameter is NaN or infinite, or a parameter passes 2**64 in magnitude,
+            naming the loss term or tensor, the iteration and the likely causes; the
+            newest checkpoint before it is kept. Cheap (one read per update on the CPU,
+            one per iteration on CUDA; docs/design/finite_guard.md); False trains on
+            regardless (checkpoints with non-finite tensors are still never written).
         distributed_check_interval: data-parallel runs (torchrun): every this many
             iterations, compare every rank's parameters and buffers bit by bit with
             rank 0's (0 = never). See docs/distributed.md.
@@ -248,6 +254,7 @@ class TrainerConfig:
                  device: str = "cpu",
                  train_precision: str = "fp32",
                  act_precision: str = "fp32",
+                 check_finite: bool = True,
                  distributed_check_interval: _CountOrNever = 100,
                  distributed_drift: str = "resync",
                  wandb_project: Optional[str] = None,
@@ -318,6 +325,7 @@ class TrainerConfig:
         self.device = device
         self.train_precision = train_precision
         self.act_precision = act_precision
+        self.check_finite = bool(check_finite)
         self.wandb_project = wandb_project
         self.wandb_entity = wandb_entity
         self.wandb_group = wandb_group

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Dict, Iterable, Optional, Tuple, Type
 import gin
 import torch
 
-from alf.config_ranges import NonNegative, NonNegativeSchedule, Positive, Range, UnitInterval
+from alf.config_ranges import (FiniteNonNegative, FinitePositive, NonNegative, NonNegativeSchedule,
+                               Range, UnitInterval)
 from alf.utils.fast_optim import FastAdam
 from alf.utils.schedules import ScheduleLike, as_schedule
 
@@ -24,7 +25,7 @@ class OptimizerFactory:
     """Recipe for an optimizer: class, learning rate (number or schedule), clipping, kwargs."""
 
     def __init__(self, optimizer_cls: Type[torch.optim.Optimizer], lr: ScheduleLike,
-                 gradient_clipping: Optional[Positive] = None, **kwargs: Any):
+                 gradient_clipping: Optional[FinitePositive] = None, **kwargs: Any):
         self.optimizer_cls = optimizer_cls
         self.lr_schedule = as_schedule(lr)
         self.gradient_clipping = gradient_clipping
@@ -51,8 +52,9 @@ def _fast_kwargs(optimizer_cls: Type[torch.optim.Optimizer]) -> Dict[str, Any]:
 @gin.configurable(module="alf.optimizers")
 def Adam(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
          eps: NonNegative = 1e-8,
-         weight_decay: NonNegative = 0.0,
-         gradient_clipping: Optional[Positive] = None, amsgrad: bool = False) -> OptimizerFactory:
+         weight_decay: FiniteNonNegative = 0.0,
+         gradient_clipping: Optional[FinitePositive] = None,
+         amsgrad: bool = False) -> OptimizerFactory:
     """Adam (Kingma & Ba 2015) as :class:`alf.utils.fast_optim.FastAdam`: torch's Adam with
     a low-overhead step (identical numbers and ``state_dict``).
 
@@ -72,8 +74,8 @@ def Adam(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999)
 @gin.configurable(module="alf.optimizers")
 def AdamW(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999),
           eps: NonNegative = 1e-8,
-          weight_decay: NonNegative = 0.01,
-          gradient_clipping: Optional[Positive] = None) -> OptimizerFactory:
+          weight_decay: FiniteNonNegative = 0.01,
+          gradient_clipping: Optional[FinitePositive] = None) -> OptimizerFactory:
     """AdamW (Loshchilov & Hutter 2019: decoupled weight decay).
 
     Args:
@@ -91,7 +93,7 @@ def AdamW(lr: NonNegativeSchedule = 1e-3, betas: Tuple[Beta, Beta] = (0.9, 0.999
 @gin.configurable(module="alf.optimizers")
 def RMSprop(lr: NonNegativeSchedule = 7e-4, alpha: UnitInterval = 0.99, eps: NonNegative = 1e-5,
             momentum: NonNegative = 0.0,
-            gradient_clipping: Optional[Positive] = None) -> OptimizerFactory:
+            gradient_clipping: Optional[FinitePositive] = None) -> OptimizerFactory:
     """RMSprop (SB3's A2C default uses alpha 0.99, eps 1e-5).
 
     Args:
@@ -108,7 +110,7 @@ def RMSprop(lr: NonNegativeSchedule = 7e-4, alpha: UnitInterval = 0.99, eps: Non
 
 @gin.configurable(module="alf.optimizers")
 def SGD(lr: NonNegativeSchedule = 1e-2, momentum: NonNegative = 0.0,
-        gradient_clipping: Optional[Positive] = None
+        gradient_clipping: Optional[FinitePositive] = None
         ) -> OptimizerFactory:
     """Plain SGD with optional momentum.
 

@@ -11,6 +11,8 @@ import contextlib
 import threading
 from typing import Any, ContextManager, Dict, Iterator, Optional, Tuple
 
+from alf.utils.finite_guard import FiniteGuard
+
 
 class RunContext:
     """Counters, progress and summary writer for one training run.
@@ -51,6 +53,9 @@ class RunContext:
         # them from TrainerConfig.train_precision / act_precision)
         self.train_dtype: Any = None
         self.act_dtype: Any = None
+        # stops the run when a loss, gradient or parameter goes non-finite (None: off,
+        # TrainerConfig.check_finite=False); alf.utils.finite_guard
+        self.finite_guard: Optional[FiniteGuard] = FiniteGuard()
         self._pinned = threading.local()  # see pinned_iteration
         # add_iteration_scalar: {(tag, iteration): [reduce, values, env_steps]}, written by
         # flush_iteration_scalars (the Learner's, once an iteration's training is done)

@@ -8,6 +8,7 @@ import numbers
 from typing import Callable, Union
 
 import alf
+from alf.config_ranges import Finite
 
 
 class Schedule:
@@ -25,7 +26,7 @@ class ConstantSchedule(Schedule):
         value: the constant.
     """
 
-    def __init__(self, value: float):
+    def __init__(self, value: Finite):
         self.value = float(value)
 
     def __call__(self, progress: float) -> float:
@@ -48,7 +49,7 @@ class LinearSchedule(Schedule):
         end_progress: training progress (0..1) where the ramp ends.
     """
 
-    def __init__(self, start: float, end: float = 0.0, start_progress: float = 0.0,
+    def __init__(self, start: Finite, end: Finite = 0.0, start_progress: float = 0.0,
                  end_progress: float = 1.0):
         if end_progress <= start_progress:
             raise ValueError("LinearSchedule: end_progress must exceed start_progress")
@@ -75,8 +76,8 @@ class ExponentialSchedule(Schedule):
         minimum: the value never goes below this.
     """
 
-    def __init__(self, start: float, decay: float = 0.1, decay_progress: float = 1.0,
-                 minimum: float = 0.0):
+    def __init__(self, start: Finite, decay: Finite = 0.1, decay_progress: float = 1.0,
+                 minimum: Finite = 0.0):
         self.start, self.decay, self.decay_progress, self.minimum = start, decay, decay_progress, minimum
 
     def __call__(self, progress: float) -> float:
