@@ -21,7 +21,9 @@ import difflib
 import glob
 import logging
 import os
+import pickle
 import re
+import zipfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gin
@@ -178,16 +180,31 @@ def _binding_name() -> str:
 
 
 def _reason(path: str, exc: Exception) -> str:
+    """Why ``torch.load`` could not read ``path``, in a few words (never torch's
+    paragraphs: the error line names the file)."""
     size = os.path.getsize(path) if os.path.exists(path) else -1
     if size == 0:
         return "empty file"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):  # torch.save writes zip files
+        return f"not a torch file ({size:,} bytes: corrupt, truncated or another format)"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in text:
+        return (f"not a checkpoint of tensors ({size:,} bytes: corrupt, or pickled objects "
+                "other than tensors, which torch.load(weights_only=True) refuses to run)")
     if "zip" in text or "central directory" in text or isinstance(exc, EOFError) \
             or "pickle" in text.lower() or "magic number" in text:
         return f"not a readable torch file ({size:,} bytes)"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return f"{type(exc).__name__}: {text[:120]}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {_first_sentence(text)}" if text else type(exc).__name__
+
+
+def _first_sentence(text: str, limit: int = 160) -> str:
+    """``text`` up to its first sentence end, else cut at a word boundary."""
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
+    if m and len(m.group(1)) <= limit:
+        return m.group(1)
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _some(items: List[str], limit: int = 5) -> str:
