@@ -420,12 +420,22 @@ def unused_bindings() -> List[str]:
     ``ActorDistributionNetwork``), or a parameter the caller passes explicitly,
     which overrides gin. Returns strings like ``"scope/Name.param"``.
     """
-    used = gin.config._OPERATIVE_CONFIG  # pylint: disable=protected-access
-    unused = []
-    for (scope, selector), params in gin.config._CONFIG.items():  # pylint: disable=protected-access
-        op = used.get((scope, selector), {})
+    config = gin.config._CONFIG  # pylint: disable=protected-access
+    used = set()
+    for (scope, selector), params in list(gin.config._OPERATIVE_CONFIG.items()):  # pylint: disable=W0212
+        # a call in scope "a/b" reads the bindings of "", "a" and "a/b", the longest
+        # scope that binds a parameter winning (gin's _get_bindings): mark that one
+        parts = scope.split("/") if scope else []
+        partial = ["/".join(parts[:i]) for i in range(len(parts), -1, -1)]
         for name in params:
-            if name not in op:
+            for s in partial:
+                if name in config.get((s, selector), {}):
+                    used.add((s, selector, name))
+                    break
+    unused = []
+    for (scope, selector), params in config.items():
+        for name in params:
+            if (scope, selector, name) not in used:
                 short = selector.split(".")[-1]
                 unused.append(f"{scope + '/' if scope else ''}{short}.{name}")
     return sorted(unused)

@@ -14,7 +14,10 @@ In gin, wrap the ctor of the part (a network ctor such as
 checkpoint whose ``state_dict`` key starts with ``prefix.`` into the new module (the
 prefix stripped). The load happens at construction, in every process that builds
 the part (learner, async actors, policy workers, play), so the path must be readable
-there; a resumed run loads its own checkpoint afterwards, which wins.
+there; a resumed run loads its own checkpoint afterwards, which wins. Each load logs one
+line (the part, the source file, its checkpoint iteration and content hash) and is
+recorded in the run's ``run_info/`` (:mod:`alf.algorithms.pretrained_sources`), so that
+``--rerun`` loads the same bytes or refuses.
 See docs/design/checkpoints.md ("Pretrained parts") for why it is a wrapper.
 """
 import difflib
@@ -30,6 +33,7 @@ import gin
 import torch
 
 import alf
+from alf.algorithms import pretrained_sources
 from alf.errors import ConfigError
 
 # root_dir/train/ckpt-<iteration>.pt (alf/trainers/checkpointer.py writes them; the
@@ -65,13 +69,15 @@ def pretrained(ctor: Optional[Callable] = None, checkpoint: str = "", frozen: bo
         raise ConfigError(f"{where}.ctor is not set: bind what builds the part, e.g. "
                           f"`{where}.ctor = @ActorDistributionNetwork`")
     prefix, path = parse_checkpoint(checkpoint, where)
-    source_file, state = read_checkpoint(path, where)  # before building: fail fast
+    source_file, state, iteration = _read(path, where)  # before building: fail fast
     module = ctor(**kwargs)
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"{where}.ctor built a {type(module).__name__}, not a torch module: "
                           "only networks and algorithms can be pretrained")
     part = f"{getattr(ctor, '__name__', type(module).__name__)} ({where})"
-    load_part(module, state, prefix, source_file, part)
+    tensors = load_part(module, state, prefix, source_file, part)
+    record = pretrained_sources.record_load(where, checkpoint, prefix, source_file, iteration)
+    logging.info(pretrained_sources.describe(record, part, tensors))
     if frozen:
         for p in module.parameters():
             p.requires_grad_(False)
@@ -102,6 +108,13 @@ def read_checkpoint(path: str, where: str = "pretrained") -> Tuple[str, Dict[str
 
     ``path``: a run directory (its newest readable ``train/ckpt-*.pt``; an unreadable
     newer one is skipped with a warning) or a ``.pt`` file."""
+    source_file, state, _ = _read(path, where)
+    return source_file, state
+
+
+def _read(path: str, where: str) -> Tuple[str, Dict[str, Any], Optional[int]]:
+    """:func:`read_checkpoint`, and the checkpoint's training iteration (None for a plain
+    ``state_dict``)."""
     if not os.path.exists(path):
         cwd = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
         raise ConfigError(f"{where}.checkpoint: '{path}' does not exist{cwd}: "
@@ -125,10 +138,10 @@ def read_checkpoint(path: str, where: str = "pretrained") -> Tuple[str, Dict[str
                                 "previous one", f, _reason(f, e))
             continue
         if isinstance(state, dict) and isinstance(state.get("algorithm"), dict):
-            return f, state["algorithm"]  # an alf checkpoint
+            return f, state["algorithm"], pretrained_sources.iteration_of(f, state)
         if isinstance(state, dict) and state and all(
                 isinstance(v, torch.Tensor) or k.endswith(_EXTRA) for k, v in state.items()):
-            return f, state  # a plain state_dict
+            return f, state, None  # a plain state_dict
         reasons.append(f"{f}: neither an alf checkpoint nor a state_dict")
     raise ConfigError(f"{where}.checkpoint: cannot read {reasons[0]}"
                       + (f" (and {len(reasons) - 1} older checkpoint(s))" if len(reasons) > 1
@@ -137,8 +150,9 @@ def read_checkpoint(path: str, where: str = "pretrained") -> Tuple[str, Dict[str
 
 @torch.no_grad()
 def load_part(module: torch.nn.Module, state: Dict[str, Any], prefix: str, source: str,
-              part: str) -> None:
-    """Copy ``state``'s tensors under ``prefix`` into ``module`` (in place, ``copy_``).
+              part: str) -> int:
+    """Copy ``state``'s tensors under ``prefix`` into ``module`` (in place, ``copy_``);
+    returns how many.
 
     Every tensor of ``module.state_dict()`` (optimizer state aside) must have a source
     tensor of the same shape under ``prefix`` and vice versa; otherwise nothing is
@@ -172,6 +186,7 @@ def load_part(module: torch.nn.Module, state: Dict[str, Any], prefix: str, sourc
                           + " (another network shape or the wrong prefix?)")
     for key, t in own.items():
         t.copy_(src[key].to(dtype=t.dtype))
+    return len(own)
 
 
 def _binding_name() -> str:
