@@ -6,6 +6,7 @@ directory. The cases are bench/composition_bad_inputs.py's (all 45 run there, as
 tests' fork server (issue 39 item 5)."""
 import importlib.util
 import os
+import re
 import shutil
 
 import pytest
@@ -69,3 +70,12 @@ def test_bad_input_is_one_line_exit_2_nothing_written(alf_cli, base, name):
     why = BENCH.judge(case, p.returncode, p.stderr, before, after)
     assert why == "", f"{name}: {why}\n{p.stderr[-2000:]}"
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_play_of_a_ppo_rnd_run_plays_from_the_eval_build(alf_cli, base):
+    # play builds the Agent for evaluation only (PPO's actor, no value network, no RND
+    # module: tests/algorithms/test_agent_eval_build.py) and loads the training checkpoint
+    p = alf_cli.run("alf.bin.play", ["--root_dir=trained", "--num_episodes=2"], base)
+    assert p.returncode == 0, p.stderr
+    assert re.findall(r"^episode (\d+): return", p.stdout, re.M) == ["1", "2"], p.stdout
+    assert "Traceback" not in p.stderr
