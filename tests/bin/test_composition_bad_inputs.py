@@ -38,7 +38,7 @@ SUBSET = [
     "dyna_not_imported",
     "agent_called_in_gin",
     "pretrained_garbage_file",               # torch's weights_only text cut mid-word
-    "pretrained_pickled_objects",
+    "pretrained_pickled_objects",            # the same torch paragraph
     "pretrained_shape_mismatch",             # passed before (kept: pretrained + Agent)
     "play_garbage_checkpoint",               # passed before (kept: play of an Agent run)
 ]
