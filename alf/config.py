@@ -19,6 +19,7 @@ from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence
 import gin
 
 from alf.config_checks import check_bindings
+from alf.config_hints import called_reference_hint, unknown_reference_hint
 from alf.config_subclass import check_forwarded_params, check_parent_bindings, forwarded_params
 from alf.errors import ConfigError
 
@@ -217,8 +218,8 @@ def _friendly_gin_error(exc: Exception, source: str, single_line_source: bool = 
         kind = "reference" if m.group(1) else "configurable"
         head = f"unknown {kind} '{m.group(2)}'"
         close = difflib.get_close_matches(m.group(2).split(".")[-1], _known_configurables(), n=3)
-        if close:
-            hint = f" Did you mean: {', '.join(close)}?"
+        hint = unknown_reference_hint(m.group(2)) or (
+            f" Did you mean: {', '.join(close)}?" if close else "")
     m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", text)
     if m:
         params = _configurable_params(m.group(1))
@@ -419,12 +420,22 @@ def unused_bindings() -> List[str]:
     ``ActorDistributionNetwork``), or a parameter the caller passes explicitly,
     which overrides gin. Returns strings like ``"scope/Name.param"``.
     """
-    used = gin.config._OPERATIVE_CONFIG  # pylint: disable=protected-access
-    unused = []
-    for (scope, selector), params in gin.config._CONFIG.items():  # pylint: disable=protected-access
-        op = used.get((scope, selector), {})
+    config = gin.config._CONFIG  # pylint: disable=protected-access
+    used = set()
+    for (scope, selector), params in list(gin.config._OPERATIVE_CONFIG.items()):  # pylint: disable=W0212
+        # a call in scope "a/b" reads the bindings of "", "a" and "a/b", the longest
+        # scope that binds a parameter winning (gin's _get_bindings): mark that one
+        parts = scope.split("/") if scope else []
+        partial = ["/".join(parts[:i]) for i in range(len(parts), -1, -1)]
         for name in params:
-            if name not in op:
+            for s in partial:
+                if name in config.get((s, selector), {}):
+                    used.add((s, selector, name))
+                    break
+    unused = []
+    for (scope, selector), params in config.items():
+        for name in params:
+            if (scope, selector, name) not in used:
                 short = selector.split(".")[-1]
                 unused.append(f"{scope + '/' if scope else ''}{short}.{name}")
     return sorted(unused)
@@ -437,7 +448,7 @@ def describe_call_error(exc: Exception) -> Optional[str]:
     if not m:
         return None
     first = text.splitlines()[0].strip()
-    return f"Config error in '{m.group(1)}': {first}"
+    return f"Config error in '{m.group(1)}': {first}{called_reference_hint(m.group(1), first)}"
 
 
 def iter_conf_params(values: Optional[Iterable[str]]) -> List[str]:

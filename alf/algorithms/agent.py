@@ -53,6 +53,7 @@ import torch
 
 import alf
 from alf import nest as alf_nest
+from alf.algorithms import agent_checks
 from alf.algorithms.algorithm import Algorithm
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.representation_learner import RepresentationLearner
@@ -116,6 +117,9 @@ class Agent(RLAlgorithm):
             decision 3), or sees the weighted sum as its reward. None: per column where
             the RL algorithm supports it (PPO, APPO, IMPALA), else the sum.
         name: used in summary tags.
+        is_eval: build for evaluation only (``alf.bin.play``): the RL algorithm built
+            with ``is_eval=True`` where its constructor takes it, no reward module (they
+            only train); a training checkpoint loads into it (docs/design/eval_builds.md).
     """
 
     #: the env's reward may have columns (RLAlgorithm refuses them for the others)
@@ -131,7 +135,10 @@ class Agent(RLAlgorithm):
                  encoder_trained_by_rl: bool = True,
                  value_per_reward_column: Optional[bool] = None,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
-                 name: str = "Agent"):
+                 name: str = "Agent", is_eval: bool = False):
+        reward_modules = agent_checks.check_agent_args(
+            type(self), rl_algorithm_cls, reward_modules, reward_weights,
+            representation_learner_cls)
         num_extrinsic = _num_extrinsic_columns(reward_spec)
         representation = _build_representation(representation_learner_cls, observation_spec,
                                                 action_spec, context)
@@ -144,9 +151,12 @@ class Agent(RLAlgorithm):
         num_columns = num_extrinsic + len(reward_modules)
         rl_reward_spec = TensorSpec((num_columns,)) if per_column else TensorSpec(())
         rl = rl_algorithm_cls(observation_spec=rl_observation_spec, action_spec=action_spec,
-                              reward_spec=rl_reward_spec, context=context)
-        modules = [ctor(observation_spec=observation_spec, action_spec=action_spec,
-                        context=rl.context) for ctor in reward_modules]
+                              reward_spec=rl_reward_spec, context=context,
+                              **agent_checks.eval_kwargs(rl_algorithm_cls, is_eval))
+        # an evaluation-only build acts: no reward module (docs/design/eval_builds.md)
+        modules = [] if is_eval else [
+            ctor(observation_spec=observation_spec, action_spec=action_spec,
+                 context=rl.context) for ctor in reward_modules]
         for m in modules:
             if not isinstance(m, RewardModule):
                 raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
@@ -172,7 +182,9 @@ class Agent(RLAlgorithm):
                          debug_summaries=debug_summaries, name=name)
         self._rl = rl
         self._per_column = per_column
-        if per_column:  # the extrinsic columns: the RL algorithm's gamma, episodic
+        if is_eval:  # what the full build has and this one leaves out (alf.experiment)
+            self.eval_omitted = ("_reward_modules",)
+        if per_column and not is_eval:  # the extrinsic columns: the RL algorithm's gamma, episodic
             rl.reward_columns.configure(
                 gammas=[None] * num_extrinsic + [m.gamma for m in modules],
                 episodic=[True] * num_extrinsic + [m.episodic for m in modules])
@@ -254,6 +266,9 @@ class Agent(RLAlgorithm):
                 f"{self._representation.name} is recurrent and learns from sequences, and "
                 "the mini-batches hold single steps: set TrainerConfig.mini_batch_length to "
                 "2 or more")
+        if not self._rl.on_policy:  # else the parts train on the unroll's transitions
+            agent_checks.check_single_step_parts(
+                list(self._reward_modules) + [self._representation], length)
 
     def replay_sequence_length(self) -> Optional[int]:
         return self._rl.replay_sequence_length()

@@ -14,20 +14,26 @@ In gin, wrap the ctor of the part (a network ctor such as
 checkpoint whose ``state_dict`` key starts with ``prefix.`` into the new module (the
 prefix stripped). The load happens at construction, in every process that builds
 the part (learner, async actors, policy workers, play), so the path must be readable
-there; a resumed run loads its own checkpoint afterwards, which wins.
+there; a resumed run loads its own checkpoint afterwards, which wins. Each load logs one
+line (the part, the source file, its checkpoint iteration and content hash) and is
+recorded in the run's ``run_info/`` (:mod:`alf.algorithms.pretrained_sources`), so that
+``--rerun`` loads the same bytes or refuses.
 See docs/design/checkpoints.md ("Pretrained parts") for why it is a wrapper.
 """
 import difflib
 import glob
 import logging
 import os
+import pickle
 import re
+import zipfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gin
 import torch
 
 import alf
+from alf.algorithms import pretrained_sources
 from alf.errors import ConfigError
 
 # root_dir/train/ckpt-<iteration>.pt (alf/trainers/checkpointer.py writes them; the
@@ -63,13 +69,15 @@ def pretrained(ctor: Optional[Callable] = None, checkpoint: str = "", frozen: bo
         raise ConfigError(f"{where}.ctor is not set: bind what builds the part, e.g. "
                           f"`{where}.ctor = @ActorDistributionNetwork`")
     prefix, path = parse_checkpoint(checkpoint, where)
-    source_file, state = read_checkpoint(path, where)  # before building: fail fast
+    source_file, state, iteration = _read(path, where)  # before building: fail fast
     module = ctor(**kwargs)
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"{where}.ctor built a {type(module).__name__}, not a torch module: "
                           "only networks and algorithms can be pretrained")
     part = f"{getattr(ctor, '__name__', type(module).__name__)} ({where})"
-    load_part(module, state, prefix, source_file, part)
+    tensors = load_part(module, state, prefix, source_file, part)
+    record = pretrained_sources.record_load(where, checkpoint, prefix, source_file, iteration)
+    logging.info(pretrained_sources.describe(record, part, tensors))
     if frozen:
         for p in module.parameters():
             p.requires_grad_(False)
@@ -100,6 +108,13 @@ def read_checkpoint(path: str, where: str = "pretrained") -> Tuple[str, Dict[str
 
     ``path``: a run directory (its newest readable ``train/ckpt-*.pt``; an unreadable
     newer one is skipped with a warning) or a ``.pt`` file."""
+    source_file, state, _ = _read(path, where)
+    return source_file, state
+
+
+def _read(path: str, where: str) -> Tuple[str, Dict[str, Any], Optional[int]]:
+    """:func:`read_checkpoint`, and the checkpoint's training iteration (None for a plain
+    ``state_dict``)."""
     if not os.path.exists(path):
         cwd = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
         raise ConfigError(f"{where}.checkpoint: '{path}' does not exist{cwd}: "
@@ -123,10 +138,10 @@ def read_checkpoint(path: str, where: str = "pretrained") -> Tuple[str, Dict[str
                                 "previous one", f, _reason(f, e))
             continue
         if isinstance(state, dict) and isinstance(state.get("algorithm"), dict):
-            return f, state["algorithm"]  # an alf checkpoint
+            return f, state["algorithm"], pretrained_sources.iteration_of(f, state)
         if isinstance(state, dict) and state and all(
                 isinstance(v, torch.Tensor) or k.endswith(_EXTRA) for k, v in state.items()):
-            return f, state  # a plain state_dict
+            return f, state, None  # a plain state_dict
         reasons.append(f"{f}: neither an alf checkpoint nor a state_dict")
     raise ConfigError(f"{where}.checkpoint: cannot read {reasons[0]}"
                       + (f" (and {len(reasons) - 1} older checkpoint(s))" if len(reasons) > 1
@@ -135,8 +150,9 @@ def read_checkpoint(path: str, where: str = "pretrained") -> Tuple[str, Dict[str
 
 @torch.no_grad()
 def load_part(module: torch.nn.Module, state: Dict[str, Any], prefix: str, source: str,
-              part: str) -> None:
-    """Copy ``state``'s tensors under ``prefix`` into ``module`` (in place, ``copy_``).
+              part: str) -> int:
+    """Copy ``state``'s tensors under ``prefix`` into ``module`` (in place, ``copy_``);
+    returns how many.
 
     Every tensor of ``module.state_dict()`` (optimizer state aside) must have a source
     tensor of the same shape under ``prefix`` and vice versa; otherwise nothing is
@@ -170,6 +186,7 @@ def load_part(module: torch.nn.Module, state: Dict[str, Any], prefix: str, sourc
                           + " (another network shape or the wrong prefix?)")
     for key, t in own.items():
         t.copy_(src[key].to(dtype=t.dtype))
+    return len(own)
 
 
 def _binding_name() -> str:
@@ -178,16 +195,31 @@ def _binding_name() -> str:
 
 
 def _reason(path: str, exc: Exception) -> str:
+    """Why ``torch.load`` could not read ``path``, in a few words (never torch's
+    paragraphs: the error line names the file)."""
     size = os.path.getsize(path) if os.path.exists(path) else -1
     if size == 0:
         return "empty file"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):  # torch.save writes zip files
+        return f"not a torch file ({size:,} bytes: corrupt, truncated or another format)"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in text:
+        return (f"not a checkpoint of tensors ({size:,} bytes: corrupt, or pickled objects "
+                "other than tensors, which torch.load(weights_only=True) refuses to run)")
     if "zip" in text or "central directory" in text or isinstance(exc, EOFError) \
             or "pickle" in text.lower() or "magic number" in text:
         return f"not a readable torch file ({size:,} bytes)"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return f"{type(exc).__name__}: {text[:120]}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {_first_sentence(text)}" if text else type(exc).__name__
+
+
+def _first_sentence(text: str, limit: int = 160) -> str:
+    """``text`` up to its first sentence end, else cut at a word boundary."""
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
+    if m and len(m.group(1)) <= limit:
+        return m.group(1)
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _some(items: List[str], limit: int = 5) -> str:

@@ -3,7 +3,8 @@
 The rerun parses ``OLD/config.gin`` (every value, its seed included, so it is the same
 experiment; and the torch thread count ``OLD`` recorded, which float results depend on; ``--conf_param`` may still override, e.g. another seed) and imports the user
 modules from ``OLD/run_info/user_modules`` (the code the run used, even if the original
-files changed or moved since). Nothing else is taken from ``OLD``: no checkpoint, no log;
+files changed or moved since). A pretrained part must load the checkpoint file ``OLD``
+recorded (same path, same sha256): a changed one is refused in one line. Nothing else is taken from ``OLD``: no checkpoint, no log;
 ``NEW`` is a new run with its own ``run_info/``. When this alf's source differs from the
 one ``OLD`` recorded (another commit, or other uncommitted changes), one warning line
 names the recorded commit and where its patch is.
@@ -13,6 +14,8 @@ import sys
 from typing import List, Sequence
 
 from alf import config as alf_config
+from alf.algorithms import pretrained_sources
+from alf.algorithms.pretrained import checkpoint_files
 from alf.errors import UserError
 from alf.trainers import run_provenance
 from alf.trainers.checkpointer import Checkpointer
@@ -67,10 +70,33 @@ def parse_rerun_config(source: str, root_dir: str, conf: str, params: Sequence[s
     # the copies go first on sys.path: they win over the modules' original folders
     alf_config.parse_config(config_text=alf_config.import_path_header(dirs) + saved_text,
                             conf_params=params, config_name=saved)
+    refuse_changed_pretrained(source)
     changed = source_change(source)
     if changed:
         print(f"{program}: warning: {changed}", file=sys.stderr)
     return dirs
+
+
+def refuse_changed_pretrained(run_dir: str) -> None:
+    """Raise a one-line :class:`UserError` when a pretrained part of ``run_dir`` (as its
+    newest start recorded) would now load another file or other bytes: a rerun from
+    other weights is another experiment. Called after the config is parsed, before
+    anything of the new run is written."""
+    found = run_provenance.latest_record(run_dir)
+    recorded = (found[0].get("pretrained") or []) if found else []
+    changed = pretrained_sources.changed_sources(
+        recorded, lambda d: next(iter(checkpoint_files(d)), None))
+    if changed:
+        first = next(r for r in recorded if changed[0].startswith(r["binding"] + " "))
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        kept = (os.path.isfile(first["file"])
+                and pretrained_sources.file_sha256(first["file"]) == first.get("sha256"))
+        fix = (f"load that file with --conf_param \"{first['binding']}.checkpoint="
+               f"'{first['prefix']}@{first['file']}'\"" if kept else
+               f"restore that file (or choose the weights yourself with --conf_param "
+               f"\"{first['binding']}.checkpoint='{first['prefix']}@<file>'\")")
+        raise UserError(f"--rerun {run_dir}: its pretrained part {changed[0]}{more}, so the "
+                        f"rerun would start from other weights: {fix}")
 
 
 def source_change(run_dir: str) -> str:

@@ -8,6 +8,8 @@ the accelerator and the environment variables that matter. Beside the records:
 - ``start-NNNN.patch``: that start's uncommitted changes to the alf checkout (``git
   diff HEAD`` plus new files inside ``alf/``), written only when there are any;
 - ``requirements.txt``: the latest start's installed packages, ``pip freeze`` style;
+- ``"pretrained"`` in each record: the checkpoint file each pretrained part loaded (path,
+  iteration, sha256), which ``--rerun`` checks;
 - ``user_modules/``: the latest start's copies of the modules the config imports
   (:mod:`alf.trainers.user_module_copies`), which ``alf.bin.train --rerun`` imports.
 
@@ -26,6 +28,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import gin
 
+from alf.algorithms.pretrained_sources import loaded_sources
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.user_module_copies import USER_MODULES_DIR, copy_user_modules
 from alf.utils import machine_facts
@@ -89,6 +92,9 @@ def _record(root_dir: str, info_dir: str, config_text: str) -> str:
         "alf": {"version": alf_version(), "package_dir": ALF_PACKAGE_DIR,
                 "git": _git_record(git, stem + ".patch")},
         "user_modules": modules,
+        # the checkpoint files pretrained parts were loaded from (path, iteration, sha256):
+        # --rerun refuses one that changed (alf.algorithms.pretrained_sources)
+        "pretrained": loaded_sources(),
         "packages": packages,
         "host": machine_facts.host_facts(),
         # torch's intra-op thread count, fixed for the run: float results depend on it,

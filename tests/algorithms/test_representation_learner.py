@@ -191,10 +191,12 @@ def test_bad_representation_setups_are_one_error_each(make_trainer, alf_cli, tmp
         LatentDynamicsLearner(OBS, DISCRETE, target_tau=0, optimizer=Adam(lr=1e-3))
     with pytest.raises(ConfigError, match="is not a RepresentationLearner"):
         Agent(OBS, DISCRETE, representation_learner_cls=lambda **kw: torch.nn.Linear(1, 1))
-    trainer = make_trainer(tmp_path / "run", alf_cli.TINY_PPO + LATENT.format(
-        rl="PPOAlgorithm", shared=True) + "TrainerConfig.mini_batch_length = 1\n")
+    # refused when the experiment is built (Agent.check_training_config), before anything
+    # is written (issue 39 item 5: it was found in the first iteration)
     with pytest.raises(ConfigError, match="set TrainerConfig.mini_batch_length to 2 or more"):
-        trainer.run()
+        make_trainer(tmp_path / "run", alf_cli.TINY_PPO + LATENT.format(
+            rl="PPOAlgorithm", shared=True) + "TrainerConfig.mini_batch_length = 1\n")
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_appo_with_rnd_and_a_latent_is_bit_identical_in_deterministic_async(make_trainer,

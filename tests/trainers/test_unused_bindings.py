@@ -20,3 +20,19 @@ def test_no_warning_when_everything_is_used(make_trainer, tmp_path, capsys):
     trainer.run()
     assert alf_config.unused_bindings() == []
     assert "never used" not in capsys.readouterr().err
+
+
+def test_a_binding_read_inside_a_scope_is_used(clean_gin):
+    # issue 39 item 5: `ActorDistributionNetwork.fc_layer_params` read by a network that a
+    # scoped `p/pretrained` builds was listed as "never used" (gin logs the call under
+    # the scope "p", the binding is unscoped)
+    import gin
+    from alf.utils.schedules import LinearSchedule
+    alf_config.parse_config(conf_params=["LinearSchedule.start = 1.0",
+                                         "LinearSchedule.end = 0.0",
+                                         "p/LinearSchedule.end = 0.5"])
+    with gin.config_scope("p"):
+        schedule = LinearSchedule()
+    assert schedule(1.0) == 0.5
+    # start came from the unscoped binding; the scoped end won over the unscoped one
+    assert alf_config.unused_bindings() == ["LinearSchedule.end"]
