@@ -56,6 +56,7 @@ from alf import nest as alf_nest
 from alf.algorithms.algorithm import Algorithm
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.representation_learner import RepresentationLearner
+from alf.algorithms import reward_weights
 from alf.algorithms.reward_module import RewardModule
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
@@ -182,18 +183,30 @@ class Agent(RLAlgorithm):
             self.exclude_from_rollout(m)  # trained and used on the learner only
         self._weight_schedules = schedules
         self._scheduled = not all(isinstance(w, ConstantSchedule) for w in schedules)
-        self.register_buffer("_reward_weights", torch.tensor([float(w(0.0)) for w in schedules],
-                                                             dtype=torch.float32))
+        self._configured_weights = torch.tensor([float(w(0.0)) for w in schedules],
+                                                dtype=torch.float32)
+        self.register_buffer("_reward_weights", self._configured_weights.clone())
+        self.restore_notes: List[str] = []  # what a restore replaced (the Trainer says it)
         # set_reward_weights was called: the schedules no longer apply (survives a resume)
         self.register_buffer("_reward_weights_fixed", torch.tensor(False))
         for attr in _REGIME:  # the Learner reads these from the algorithm it trains
             setattr(self, attr, getattr(rl, attr))
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # checkpoints written before reward-weight schedules have no
-        # "_reward_weights_fixed": their weights were never fixed by the API
-        state_dict.setdefault(prefix + "_reward_weights_fixed", torch.tensor(False))
+        # the config's weights replace the checkpoint's copy, unless set_reward_weights
+        # fixed them and the config is unchanged (alf/algorithms/reward_weights.py)
+        note = reward_weights.restore(state_dict, prefix, self._weight_schedules,
+                                      self._configured_weights)
+        self.restore_notes = [note] if note else []
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def get_extra_state(self) -> Any:
+        """The optimizers' states and the configured reward weights (what a resume
+        compares the config with: alf/algorithms/reward_weights.py)."""
+        state = super().get_extra_state()
+        state[reward_weights.CONFIG_KEY] = reward_weights.configured_values(
+            self._weight_schedules)
+        return state
 
     # ------------------------------------------------------------- parts
     @property
