@@ -54,6 +54,7 @@ import torch
 import alf
 from alf import nest as alf_nest
 from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.collected_transitions import CollectedTransitions
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.representation_learner import RepresentationLearner
 from alf.algorithms import reward_weights
@@ -179,6 +180,7 @@ class Agent(RLAlgorithm):
         self._representation = representation
         self._encoder_trained_by_rl = bool(encoder_trained_by_rl)
         self._reward_modules = torch.nn.ModuleList(modules)
+        self._collected = CollectedTransitions()  # what observe_collected hands the modules
         for m in modules:
             self.exclude_from_rollout(m)  # trained and used on the learner only
         self._weight_schedules = schedules
@@ -466,7 +468,7 @@ class Agent(RLAlgorithm):
             prev_obs, prev_action, obs, valid = self._transitions(experience.time_step)
             for module in self._reward_modules:
                 module_loss = module.update(prev_obs, prev_action, obs, valid)
-                if self._context.should_summarize():
+                if module_loss is not None and self._context.should_summarize():
                     self._context.add_iteration_scalar(f"Loss/{module.name}/loss",
                                                        module_loss.loss)
         elif self._reward_modules:
@@ -534,13 +536,29 @@ class Agent(RLAlgorithm):
         obs = alf_nest.map_structure(lambda x: x[:, 0], ts.observation)
         prev_action = alf_nest.map_structure(lambda x: x[:, 0], ts.prev_action)
         valid = ts.step_type[:, 0] != StepType.FIRST
-        for module in self._reward_modules:
+        for module in (m for m in self._reward_modules if m.trains):
             if module.uses_previous_step:
                 raise ConfigError(
                     f"{module.name} learns from transitions (previous observation and "
                     "action) and the mini-batches hold single steps: set "
                     "TrainerConfig.mini_batch_length to 2 or more")
             module.update(None, prev_action, obs, valid)
+
+    def observe_collected(self, experience: Experience, bootstrap_last: bool) -> None:
+        """Each new step of a collected unroll ``[T(+1), B]``, once, to the RL algorithm and
+        to every reward module's :meth:`~RewardModule.observe` (with the step before it in
+        its env: alf/algorithms/collected_transitions.py)."""
+        self._rl.observe_collected(experience, bootstrap_last)
+        observers = [m for m in self._reward_modules
+                     if type(m).observe is not RewardModule.observe]
+        if not observers:
+            return
+        found = self._collected(experience.time_step, bootstrap_last)
+        if found is not None:
+            found = alf_nest.map_structure(lambda x: x.to(self.device), found)
+            with torch.no_grad():
+                for module in observers:
+                    module.observe(*found)
 
     def after_train_iter(self, experience: Any, info: Any) -> None:
         self._rl.after_train_iter(experience, info)
