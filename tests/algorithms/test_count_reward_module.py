@@ -176,3 +176,48 @@ def test_under_replay_counts_are_visits_not_samples(make_trainer, alf_cli, tmp_p
     assert torch.equal(state["_reward_modules.0.counts"], module.counts)
     assert not any(k.startswith("_reward_modules") for k in trainer.algorithm.rollout_state_dict())
     trainer.close()
+
+
+def test_the_doc_shows_the_shipped_class_statement_for_statement():
+    """docs/writing_an_algorithm.md's worked example is CountRewardModule as shipped
+    (docstrings aside)."""
+    import ast
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "docs", "writing_an_algorithm.md")).read()
+    blocks = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+              if "class CountRewardModule(RewardModule)" in b]
+    assert len(blocks) == 1
+    real = open(os.path.join(root, "alf", "algorithms", "count_reward_module.py")).read()
+
+    def statements(source):
+        cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef))
+        out = []
+        for node in cls.body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the class docstring
+            if isinstance(node, ast.FunctionDef):
+                body = node.body
+                if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                    body = body[1:]
+                out.append(ast.dump(ast.Module(body=[ast.Expr(node.args)] + body,
+                                               type_ignores=[])))
+                out.append([ast.dump(d) for d in node.decorator_list])
+                continue
+            out.append(ast.dump(node))
+        return out
+
+    assert statements(blocks[0]) == statements(real)
+
+
+def test_the_example_trains_by_gin_alone(make_trainer, tmp_path):
+    trainer = make_trainer(tmp_path / "run", "include 'ppo_count_cart_pole.gin'\n", [
+        "TrainerConfig.num_env_steps=0", "TrainerConfig.num_iterations=2",
+        "create_environment.num_parallel_environments=2", "TrainerConfig.unroll_length=16",
+        "TrainerConfig.mini_batch_size=8", "TrainerConfig.evaluate=False"])
+    trainer.run()
+    module = trainer.algorithm.reward_modules[0]
+    assert isinstance(module, CountRewardModule) and module.counts.numel() == 2 ** 16
+    assert int(module.counts.sum()) == trainer.context.env_steps - 2 == 62
+    trainer.close()
