@@ -137,7 +137,7 @@ def _changing(saved_text: str, params: List[str], saved: str) -> List[str]:
         alf_config.parse_config(config_text=saved_text, config_name=saved)
         before, changing = gin.config_str(), []
         for param in params:
-            gin.parse_config(param)
+            gin.parse_config(alf_config.element_binding(param))  # Name.param[i]=v too
             after = gin.config_str()
             if after != before:
                 changing.append(param)
