@@ -102,7 +102,9 @@ class Agent(RLAlgorithm):
             reward): each extrinsic column's weight, then each module's (default: all 1). Each is a number or a schedule of the
             run's progress (``@LinearSchedule()``, alf/utils/schedules.py), read for each
             trained batch; :meth:`set_reward_weights` fixes them from then on. The
-            current weights (and whether they were fixed) are checkpointed.
+            current weights (and whether they were fixed) are checkpointed; on resume
+            the config's weights replace them unless they were fixed and the config
+            is unchanged (alf/algorithms/reward_weights.py).
         representation_learner_cls: constructor of a :class:`RepresentationLearner`
             (called with ``observation_spec``, ``action_spec`` and ``context``) whose
             features ``[N, F]`` the RL algorithm receives as its observation; None:

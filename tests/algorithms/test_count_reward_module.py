@@ -221,3 +221,41 @@ def test_the_example_trains_by_gin_alone(make_trainer, tmp_path):
     assert isinstance(module, CountRewardModule) and module.counts.numel() == 2 ** 16
     assert int(module.counts.sum()) == trainer.context.env_steps - 2 == 62
     trainer.close()
+
+
+USER_MODULE = '''
+import torch
+
+import alf
+from alf.algorithms.reward_module import RewardModule
+
+
+@alf.configurable
+class Visits(RewardModule):
+    uses_previous_step = False
+
+    def __init__(self, observation_spec, action_spec, context=None, name="Visits"):
+        super().__init__(observation_spec, action_spec, context=context, name=name)
+        self.register_buffer("counts", torch.zeros(4))
+
+    def observe(self, prev_observation, prev_action, observation, valid):
+        bucket = (observation[:, 0] > 0).long() + 2 * (observation[:, 2] > 0).long()
+        self.counts.index_add_(0, bucket, torch.ones(len(observation)))
+
+    def reward(self, prev_observation, prev_action, observation):
+        bucket = (observation[:, 0] > 0).long() + 2 * (observation[:, 2] > 0).long()
+        return 1.0 / self.counts[bucket].clamp(min=1).sqrt()
+'''
+
+
+def test_a_module_without_parameters_trains_from_the_command_line(alf_cli, tmp_path):
+    """Issue 39: without an optimizer placeholder and an overridden update(), such a
+    module was a 60-line traceback after the run directory was written."""
+    (tmp_path / "my_visits.py").write_text(USER_MODULE)
+    alf_cli.write_gin(tmp_path, "import my_visits\n" + alf_cli.TINY_PPO + COUNT.replace(
+        "@CountRewardModule", "@Visits").replace("CountRewardModule.code_bits = 8", ""))
+    done = alf_cli.run("alf.bin.train", ["--conf", "tiny.gin", "--root_dir", "run"], tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    from alf.trainers.checkpointer import Checkpointer
+    _, state, _ = Checkpointer(str(tmp_path / "run" / "train")).load_latest()
+    assert float(state["algorithm"]["_reward_modules.0.counts"].sum()) == 64 - 2
