@@ -392,14 +392,51 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
         raise _friendly_gin_error(e, source) from None
     for param in conf_params:
         _record_lines(f"--conf_param '{param}'", param, list(prefixes), numbered=False)
+        binding = element_binding(param)
         try:
             with _quiet_gin_file_probing():
-                gin.parse_config(param)
+                gin.parse_config(binding)
         except Exception as e:  # noqa: BLE001
             raise _friendly_gin_error(e, f"--conf_param '{param}'", single_line_source=True) from None
     check_forwarded_params(binding_location)  # a name gin let through (a **kwargs subclass)
     check_bindings(binding_location)
     check_parent_bindings(binding_location)
+
+
+_ELEMENT = re.compile(r"^\s*(?P<key>[\w./]+)\s*\[\s*(?P<index>\d+)\s*\]\s*=(?P<value>.*)$",
+                      re.S)
+
+
+def element_binding(param: str) -> str:
+    """``Name.param[i] = value`` (one element of a list or tuple bound already, e.g. one
+    reward weight: ``Agent.reward_weights[1]=0.5``) -> the binding of the whole sequence
+    with element ``i`` replaced, as gin text; any other binding is returned unchanged.
+
+    Raises:
+        ConfigError: one line: the parameter is not bound, not a sequence, or has no
+            element ``i``.
+    """
+    match = _ELEMENT.match(param)
+    if match is None:
+        return param
+    key, index, value = match.group("key"), int(match.group("index")), match.group("value")
+    where = f"--conf_param '{param}'"
+    try:
+        current = gin.query_parameter(key)
+    except ValueError:
+        raise ConfigError(f"{where}: {key} is not set in the config, so it has no element "
+                          f"{index}: bind the whole list, e.g. {key}=[...]") from None
+    if not isinstance(current, (list, tuple)):
+        raise ConfigError(f"{where}: {key} is {current!r}, not a list or tuple: bind it "
+                          f"whole ({key}=...)")
+    if index >= len(current):
+        raise ConfigError(f"{where}: {key} has {len(current)} elements (0 to "
+                          f"{len(current) - 1}): {current!r}")
+    items = [repr(x) for x in current]
+    items[index] = value.strip()
+    body = ", ".join(items)
+    body = f"[{body}]" if isinstance(current, list) else f"({body}{',' if len(items) == 1 else ''})"
+    return f"{key} = {body}"
 
 
 def config_text() -> str:

@@ -10,5 +10,6 @@ algorithm module is loaded.
 """
 from alf.algorithms import appo_algorithm, impala_algorithm  # noqa: F401
 from alf.algorithms import bc_algorithm, iql_algorithm  # noqa: F401
-from alf.algorithms import agent, icm_reward_module, rnd_reward_module  # noqa: F401
+from alf.algorithms import (agent, count_reward_module, icm_reward_module,  # noqa: F401
+                            rnd_reward_module)
 from alf.algorithms import latent_dynamics_learner  # noqa: F401

@@ -55,8 +55,10 @@ import alf
 from alf import nest as alf_nest
 from alf.algorithms import agent_checks
 from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.collected_transitions import CollectedTransitions
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.representation_learner import RepresentationLearner
+from alf.algorithms import reward_weights
 from alf.algorithms.reward_module import RewardModule
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
@@ -102,7 +104,9 @@ class Agent(RLAlgorithm):
             reward): each extrinsic column's weight, then each module's (default: all 1). Each is a number or a schedule of the
             run's progress (``@LinearSchedule()``, alf/utils/schedules.py), read for each
             trained batch; :meth:`set_reward_weights` fixes them from then on. The
-            current weights (and whether they were fixed) are checkpointed.
+            current weights (and whether they were fixed) are checkpointed; on resume
+            the config's weights replace them unless they were fixed and the config
+            is unchanged (alf/algorithms/reward_weights.py).
         representation_learner_cls: constructor of a :class:`RepresentationLearner`
             (called with ``observation_spec``, ``action_spec`` and ``context``) whose
             features ``[N, F]`` the RL algorithm receives as its observation; None:
@@ -191,22 +195,35 @@ class Agent(RLAlgorithm):
         self._representation = representation
         self._encoder_trained_by_rl = bool(encoder_trained_by_rl)
         self._reward_modules = torch.nn.ModuleList(modules)
+        self._collected = CollectedTransitions()  # what observe_collected hands the modules
         for m in modules:
             self.exclude_from_rollout(m)  # trained and used on the learner only
         self._weight_schedules = schedules
         self._scheduled = not all(isinstance(w, ConstantSchedule) for w in schedules)
-        self.register_buffer("_reward_weights", torch.tensor([float(w(0.0)) for w in schedules],
-                                                             dtype=torch.float32))
+        self._configured_weights = torch.tensor([float(w(0.0)) for w in schedules],
+                                                dtype=torch.float32)
+        self.register_buffer("_reward_weights", self._configured_weights.clone())
+        self.restore_notes: List[str] = []  # what a restore replaced (the Trainer says it)
         # set_reward_weights was called: the schedules no longer apply (survives a resume)
         self.register_buffer("_reward_weights_fixed", torch.tensor(False))
         for attr in _REGIME:  # the Learner reads these from the algorithm it trains
             setattr(self, attr, getattr(rl, attr))
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # checkpoints written before reward-weight schedules have no
-        # "_reward_weights_fixed": their weights were never fixed by the API
-        state_dict.setdefault(prefix + "_reward_weights_fixed", torch.tensor(False))
+        # the config's weights replace the checkpoint's copy, unless set_reward_weights
+        # fixed them and the config is unchanged (alf/algorithms/reward_weights.py)
+        note = reward_weights.restore(state_dict, prefix, self._weight_schedules,
+                                      self._configured_weights)
+        self.restore_notes = [note] if note else []
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def get_extra_state(self) -> Any:
+        """The optimizers' states and the configured reward weights (what a resume
+        compares the config with: alf/algorithms/reward_weights.py)."""
+        state = super().get_extra_state()
+        state[reward_weights.CONFIG_KEY] = reward_weights.configured_values(
+            self._weight_schedules)
+        return state
 
     # ------------------------------------------------------------- parts
     @property
@@ -529,13 +546,29 @@ class Agent(RLAlgorithm):
         obs = alf_nest.map_structure(lambda x: x[:, 0], ts.observation)
         prev_action = alf_nest.map_structure(lambda x: x[:, 0], ts.prev_action)
         valid = ts.step_type[:, 0] != StepType.FIRST
-        for module in self._reward_modules:
+        for module in (m for m in self._reward_modules if m.trains):
             if module.uses_previous_step:
                 raise ConfigError(
                     f"{module.name} learns from transitions (previous observation and "
                     "action) and the mini-batches hold single steps: set "
                     "TrainerConfig.mini_batch_length to 2 or more")
             module.update(None, prev_action, obs, valid)
+
+    def observe_collected(self, experience: Experience, bootstrap_last: bool) -> None:
+        """Each new step of a collected unroll ``[T(+1), B]``, once, to the RL algorithm and
+        to every reward module's :meth:`~RewardModule.observe` (with the step before it in
+        its env: alf/algorithms/collected_transitions.py)."""
+        self._rl.observe_collected(experience, bootstrap_last)
+        observers = [m for m in self._reward_modules
+                     if type(m).observe is not RewardModule.observe]
+        if not observers:
+            return
+        found = self._collected(experience.time_step, bootstrap_last)
+        if found is not None:
+            found = alf_nest.map_structure(lambda x: x.to(self.device), found)
+            with torch.no_grad():
+                for module in observers:
+                    module.observe(*found)
 
     def after_train_iter(self, experience: Any, info: Any) -> None:
         self._rl.after_train_iter(experience, info)

@@ -1,12 +1,17 @@
 """``AgentPart``: what every sub-algorithm of an :class:`~alf.algorithms.agent.Agent`
 shares (reward modules, representation learners; docs/design/agent.md).
 
-A part is an ordinary :class:`~alf.algorithms.algorithm.Algorithm` with its own
-optimizer (required: one error names the gin line to add), the env's specs, its own
-training loss on transitions ``(prev_observation, prev_action, observation)`` ``[N]``
-taken from stored experience, and one gradient step of that loss per trained batch
-that is not counted in ``context.num_updates`` (the RL algorithm's clock). Every step
-summarises the loss as ``Loss/<name>/loss`` (one point per summarised iteration).
+A part is an ordinary :class:`~alf.algorithms.algorithm.Algorithm` with the env's
+specs, its own training loss on transitions ``(prev_observation, prev_action,
+observation)`` ``[N]`` taken from stored experience, and one gradient step of that loss
+per trained batch, with its own optimizer, that is not counted in
+``context.num_updates`` (the RL algorithm's clock). A part without trainable parameters
+(a count-based bonus: its state is buffers) needs neither an optimizer nor a loss: it
+does not train (:attr:`AgentPart.trains`). Whether a part has what it needs is checked
+once its constructor has run (the subclass builds its networks after the base
+constructor): a part with trainable parameters and no optimizer, or no :meth:`loss`, is
+one error naming the gin line or the method to add. Every step of a part that trains
+summarises its loss as ``Loss/<name>/loss`` (one point per summarised iteration).
 """
 import abc
 from typing import Any, Optional
@@ -21,7 +26,16 @@ from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
 
-class AgentPart(Algorithm, metaclass=abc.ABCMeta):
+class _PartMeta(abc.ABCMeta):
+    """Checks a part once its whole constructor has run (:meth:`AgentPart._check_training`)."""
+
+    def __call__(cls, *args, **kwargs):
+        part = super().__call__(*args, **kwargs)
+        part._check_training()
+        return part
+
+
+class AgentPart(Algorithm, metaclass=_PartMeta):
     """Base class of an Agent's parts.
 
     Class attributes:
@@ -34,7 +48,7 @@ class AgentPart(Algorithm, metaclass=abc.ABCMeta):
         observation_spec: the (transformed) observation spec of one step.
         action_spec: the env's action spec.
         optimizer: optimizer factory for the part's parameters (each part of an Agent
-            trains with its own).
+            trains with its own); None for a part without trainable parameters.
         context, debug_summaries, name: see :class:`Algorithm`.
     """
 
@@ -45,11 +59,6 @@ class AgentPart(Algorithm, metaclass=abc.ABCMeta):
                  optimizer: Optional[OptimizerFactory] = None,
                  context: Optional[RunContext] = None, debug_summaries: bool = False,
                  name: str = "AgentPart"):
-        if optimizer is None:
-            scope, lr = self.optimizer_example
-            raise ConfigError(f"{name} trains with its own optimizer: set {name}.optimizer, "
-                              f"e.g. `{name}.optimizer = @{scope}/alf.optimizers.Adam()` and "
-                              f"`{scope}/alf.optimizers.Adam.lr = {lr}`")
         super().__init__(optimizer=optimizer, context=context,
                          debug_summaries=debug_summaries, name=name)
         self._observation_spec = observation_spec
@@ -63,20 +72,46 @@ class AgentPart(Algorithm, metaclass=abc.ABCMeta):
     def action_spec(self) -> Any:
         return self._action_spec
 
-    @abc.abstractmethod
+    @property
+    def trains(self) -> bool:
+        """Whether :meth:`update` takes gradient steps: the part has trainable parameters
+        (False: a part whose state is buffers, e.g. counts; nothing to optimize)."""
+        return any(p.requires_grad for p in self.parameters())
+
+    def _check_training(self) -> None:
+        """After construction: a part with trainable parameters needs an optimizer and a
+        :meth:`loss` (one :class:`ConfigError` naming what to add)."""
+        if not self.trains:
+            return
+        name = self.name
+        if self._default_optimizer_factory is None and not self._extra_optimizer_factories:
+            scope, lr = self.optimizer_example
+            raise ConfigError(f"{name} trains with its own optimizer: set {name}.optimizer, "
+                              f"e.g. `{name}.optimizer = @{scope}/alf.optimizers.Adam()` and "
+                              f"`{scope}/alf.optimizers.Adam.lr = {lr}`")
+        if type(self).loss is AgentPart.loss:
+            raise ConfigError(f"{name} has trainable parameters but no loss: implement "
+                              f"{type(self).__name__}.loss(prev_observation, prev_action, "
+                              "observation) -> [N] (or make them buffers / requires_grad=False)")
+
     def loss(self, prev_observation: Any, prev_action: Any,
              observation: Any) -> torch.Tensor:
-        """The part's own training loss per transition ``[N]``."""
+        """The part's own training loss per transition ``[N]``; a part with trainable
+        parameters implements it (one without has nothing to train)."""
+        raise NotImplementedError(f"{self.name} has no loss")
 
     def update(self, prev_observation: Any, prev_action: Any, observation: Any,
-               valid: torch.Tensor, keep_existing_grads: bool = False) -> LossInfo:
+               valid: torch.Tensor, keep_existing_grads: bool = False) -> Optional[LossInfo]:
         """One gradient step of :meth:`loss` over the ``valid [N]`` transitions, on this
-        part's parameters; not counted in ``context.num_updates``.
+        part's parameters; not counted in ``context.num_updates``. None (and nothing
+        done) for a part that does not train (:attr:`trains`).
 
         Args:
             keep_existing_grads: add to the gradients already on the parameters (the
                 RL loss's, for a shared encoder) instead of replacing them.
         """
+        if not self.trains:
+            return None
         loss = self.loss(prev_observation, prev_action, observation)
         info = self.update_with_gradient(LossInfo(loss=loss), valid_masks=valid.to(loss.dtype),
                                          count_update=False,

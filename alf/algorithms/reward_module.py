@@ -2,14 +2,22 @@
 
 A reward module is an ordinary :class:`~alf.algorithms.algorithm.Algorithm` (its own
 networks, optimizer, checkpoint entries and summaries under its name) that the Agent
-asks two things, both on flattened transitions ``[N]`` taken from stored experience on
-the learner (docs/design/agent.md, decision 2):
+calls on flattened transitions ``[N]`` on the learner (docs/design/agent.md, "When each
+hook runs"):
 
+- :meth:`RewardModule.observe`: each newly collected transition, once, when its unroll
+  is stored (however often replay samples it later): where visit counts are kept;
 - :meth:`RewardModule.reward`: the intrinsic reward of arriving at ``observation``
-  from ``prev_observation`` with ``prev_action`` (``[N]``, no gradient);
-- :meth:`RewardModule.update`: one gradient step of its own loss on the same data.
+  from ``prev_observation`` with ``prev_action`` (``[N]``, no gradient), for every
+  trained batch (a replayed transition again each time it is sampled);
+- :meth:`RewardModule.update`: one gradient step of its own loss on the trained batch
+  (none for a module without trainable parameters, which needs no optimizer).
 
-A new module is a subclass implementing :meth:`reward` and :meth:`loss`.
+A new module is a subclass implementing :meth:`reward`, and :meth:`loss` if it has
+trainable parameters (:meth:`observe` if it keeps statistics of what was collected).
+Its constructor is called by the Agent as ``ctor(observation_spec=..., action_spec=...,
+context=...)`` (keyword arguments; everything else comes from gin) and passes them on,
+with its ``name``, to ``RewardModule.__init__``.
 """
 import abc
 from typing import Any, Optional
@@ -35,7 +43,7 @@ class RewardModule(AgentPart):
         observation_spec: the (transformed) observation spec of one step.
         action_spec: the env's action spec.
         optimizer: optimizer factory for the module's parameters (each part of an Agent
-            trains with its own).
+            trains with its own); None for a module without trainable parameters.
         gamma: the discount factor of this reward's column where the RL algorithm learns
             one value per column (PPO, APPO, IMPALA); None: the RL algorithm's own.
         episodic: whether this reward's return ends with the episode (False: it flows
@@ -77,3 +85,12 @@ class RewardModule(AgentPart):
     def reward(self, prev_observation: Any, prev_action: Any,
                observation: Any) -> torch.Tensor:
         """The intrinsic reward ``[N]`` of each transition (called without gradients)."""
+
+    def observe(self, prev_observation: Any, prev_action: Any, observation: Any,
+                valid: torch.Tensor) -> None:
+        """Each newly collected step ``observation [N]`` with the step before it in the same
+        env (``prev_observation``, ``prev_action``: the action taken there), called once
+        per step when its unroll is stored, on the learner, without gradients (the Agent's
+        :meth:`~alf.algorithms.agent.Agent.observe_collected`). ``valid [N]``: False where
+        ``observation`` begins an episode (``prev_observation`` ends the previous one).
+        Default: nothing."""

@@ -178,6 +178,11 @@ class RLAlgorithm(Algorithm):
         return None
 
     # ------------------------------------------------------------- updating
+    def observe_collected(self, experience: Experience, bootstrap_last: bool) -> None:
+        """Called once per collected unroll ``[T(+1), B]`` (``bootstrap_last``: its last step
+        is collected again as the next one's first) on the learner, before it is trained
+        on: each step is seen here once, however often replay samples it. Default: nothing."""
+
     def train_from_unroll(self, experience: Experience) -> LossInfo:
         """On-policy update from ``experience [T, B]`` whose rollout infos carry gradients."""
         loss_info = self.calc_loss(experience.rollout_info)

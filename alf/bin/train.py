@@ -34,6 +34,7 @@ from alf.distributed.rank_group import RankGroup, launched_by_torchrun
 from alf.errors import ConfigError, NonFiniteError, UserError
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.interrupt_guard import InterruptedBeforeTraining, stop_signal
+from alf.trainers.resume_overrides import check_resume_overrides
 from alf.trainers.trainer import CONFIG_FILE, Trainer
 from alf.trainers.trainer_config import TrainerConfig
 
@@ -130,6 +131,7 @@ def _read_config():
         with open(saved) as f:
             saved_text = f.read()
         overrides = _changing(saved_text, params, saved)
+        check_resume_overrides(overrides)  # one a checkpoint would undo: refused
         alf_config.parse_config(config_text=saved_text, conf_params=params, config_name=saved)
         import_dirs = alf_config.import_dirs_in(saved_text)
     else:
@@ -151,7 +153,7 @@ def _changing(saved_text: str, params: List[str], saved: str) -> List[str]:
         alf_config.parse_config(config_text=saved_text, config_name=saved)
         before, changing = gin.config_str(), []
         for param in params:
-            gin.parse_config(param)
+            gin.parse_config(alf_config.element_binding(param))  # Name.param[i]=v too
             after = gin.config_str()
             if after != before:
                 changing.append(param)

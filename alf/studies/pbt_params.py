@@ -56,14 +56,17 @@ MUTABLE: Dict[str, FrozenSet[str]] = {
     "IqlAlgorithm": frozenset({"gamma", "expectile", "temperature", "target_update_tau"}),
     # the Learner reads these every iteration
     "TrainerConfig": frozenset({"mini_batch_size", "num_updates_per_train_iter"}),
+    # the config's weights replace the checkpoint's copy on restore
+    # (docs/design/config_on_resume.md); one of them: Agent.reward_weights[i]
+    "Agent": frozenset({"reward_weights"}),
 }
 _SHORT = {name.rsplit(".", 1)[-1]: name for name in MUTABLE}  # Adam -> alf.optimizers.Adam
 
 
 def configurable_of(binding: str) -> "tuple[str, str]":
     """``lr/LinearSchedule.start`` -> ``("LinearSchedule", "start")`` (scope dropped,
-    a short optimizer name completed to its registered one)."""
-    key = binding.rsplit("/", 1)[-1]
+    a short optimizer name completed to its registered one; an element ``[i]`` dropped)."""
+    key = binding.rsplit("/", 1)[-1].split("[", 1)[0]  # Agent.reward_weights[1]: the list
     configurable, _, param = key.rpartition(".")
     return _SHORT.get(configurable, configurable), param
 

@@ -8,6 +8,8 @@ A parameter is given on the command line as ``NAME=SPACE``:
 - ``Adam.lr=loguniform(1e-4, 1e-2)``, ``PPOLoss.gamma=uniform(0.95, 0.999)``,
   ``TrainerConfig.mini_batch_size=int(32, 256)``, ``...=logint(16, 1024)``: a range
   (random search and TPE only).
+- ``Agent.reward_weights[1]=uniform(0.0, 1.0)``: element ``i`` of a list the config
+  binds (one reward weight), the others as configured (``alf.config.element_binding``).
 
 Each value reaches the run as ``--conf_param NAME=VALUE``. The seed is not a parameter: a
 study runs every configuration once per seed (``TrainerConfig.random_seed``).
@@ -24,7 +26,8 @@ import optuna.distributions as od
 from alf.errors import ConfigError
 
 RANGE_KINDS = ("uniform", "loguniform", "int", "logint")
-_NAME = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$")  # Configurable.param (scope/ allowed)
+# Configurable.param (scope/ allowed), or one element of a list: Configurable.param[i]
+_NAME = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*(\[\d+\])?$")
 _RANGE = re.compile(r"^(?P<kind>\w+)\((?P<args>.*)\)$")
 SEED_PARAM = "TrainerConfig.random_seed"
 

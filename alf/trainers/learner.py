@@ -346,6 +346,8 @@ class Learner:
                     return step(time_step, state)
         result = self._unroller.collect(policy_step, unroll_length, action_override=override)
         self._last_unroll_steps = self._context.count_env_steps(result.env_steps)
+        with self._context.weights_lock:  # a learner thread may be training the parts
+            self._algorithm.observe_collected(result.experience, result.bootstrap_last)
         if not self._algorithm.on_policy:
             self.store(result)
         self._context.unroll_seconds += time.perf_counter() - t0

@@ -166,6 +166,8 @@ class RunCheckpoints:
         self._milestones.start(self._context.env_steps, float(state.get("wall_time_s", 0.0)))
         self._report.notice(f"[alf] resumed from iteration {iteration:,} "
                             f"({self._context.env_steps:,} env steps)")
+        for note in getattr(algorithm, "restore_notes", ()):  # e.g. an Agent's weights
+            self._report.notice(note)
         if self._group is None or self._group.is_main:  # bad newer files no longer count
             self._set_aside_unreadable()
         saved_world = int(state.get("world_size", 1))

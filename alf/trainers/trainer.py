@@ -31,7 +31,7 @@ from alf.distributed import PeerLostError
 from alf.environments import create_environment
 from alf.experiment import EnvSpecs
 from alf.metrics import EpisodeMetrics
-from alf.trainers import data_parallel_trainer as dp
+from alf.trainers import callbacks, data_parallel_trainer as dp
 from alf.trainers.interrupt_guard import (InterruptedBeforeTraining, InterruptGuard,
                                           StopAtBoundary, TrainingInterrupted, stop_signal,
                                           stop_words)
@@ -49,7 +49,6 @@ from alf.utils.run_context import RunContext
 from alf.utils.seeding import set_random_seed
 
 __all__ = ["Trainer", "CONFIG_FILE", "PROGRESS_FILE"]
-
 
 
 class Trainer:
@@ -397,6 +396,7 @@ class Trainer:
         ups = (ctx.num_updates - updates0) / max(1e-9, now - self._loop_start)
         if ctx.should_summarize():
             report.summarize(metrics, fps, self._iter_seconds)
+        callbacks.run_callbacks(cfg.callbacks, self.algorithm, ctx, metrics)
         # every eval_interval iterations, and the policy the run ends with (a sweep's score)
         if cfg.evaluate and self._is_main and (ctx.iteration % cfg.eval_interval == 0
                                                or self._done()):

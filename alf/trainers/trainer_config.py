@@ -1,5 +1,5 @@
 """``TrainerConfig``: every knob about *training* (not about an algorithm), with ALF's names."""
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import torch
 
@@ -8,6 +8,7 @@ from alf.config_checks import check_ranges
 from alf.config_ranges import (NonNegative, NonNegativeInt, Positive, PositiveInt, Probability,
                                UnitInterval, UnitIntervalSchedule, at_least)
 from alf.errors import ConfigError
+from alf.trainers.callbacks import check_callbacks
 from alf.trainers.wandb_mirror import check_wandb_config
 from alf.utils import precision
 
@@ -134,6 +135,10 @@ class TrainerConfig:
             steps for later evaluation (``alf.bin.play --checkpoint=<iteration>``).
         milestone_seconds: the same every this many seconds of training (0 = off;
             Sample Factory's ``save_milestones_sec``).
+        callbacks: objects whose ``on_iteration_end(algorithm, context, metrics)`` runs
+            after every iteration, before its evaluation and checkpoint (in gin:
+            ``[@MyCallback()]``; alf/trainers/callbacks.py): code of yours that changes
+            the run as it goes, e.g. ``Agent.set_reward_weights``.
         evaluate: run a separate evaluation env every ``eval_interval`` iterations.
         eval_interval: iterations between evaluations.
         num_eval_episodes: episodes per evaluation (split fairly over eval envs).
@@ -238,6 +243,7 @@ class TrainerConfig:
                  checkpoint_interval: PositiveInt = 1000,
                  milestone_env_steps: _EveryOrOff = 0,
                  milestone_seconds: _SecondsOrOff = 0.0,
+                 callbacks: Sequence[Any] = (),
                  evaluate: bool = False,
                  eval_interval: PositiveInt = 100,
                  num_eval_episodes: PositiveInt = 10,
@@ -307,6 +313,7 @@ class TrainerConfig:
         self.checkpoint_interval = int(checkpoint_interval)
         self.milestone_env_steps = int(milestone_env_steps)
         self.milestone_seconds = float(milestone_seconds)
+        self.callbacks = check_callbacks(callbacks)
         self.evaluate = evaluate
         self.eval_interval = int(eval_interval)
         self.num_eval_episodes = int(num_eval_episodes)
