@@ -38,6 +38,9 @@ _NO_CASE = {
     "ppo_rnd_cart_pole.gin", "appo_rnd_cart_pole.gin", "sac_rnd_pendulum.gin",
     "sac_icm_pendulum.gin", "ppo_latent_cart_pole.gin", "ppo_minigrid.gin",
     "ppo_rnd_minigrid.gin",
+    # issue 39's count-bonus example, added on this AVX-512 stack too (same reason); its
+    # counts and bonuses are checked exactly by tests/algorithms/test_count_reward_module.py
+    "ppo_count_cart_pole.gin",
 }
 
 
