@@ -266,8 +266,8 @@ class Algorithm(nn.Module):
                 if summarize:
                     summarize_optimizer(self._context, f"{self._name}/{k}", lr, params, norm)
                 opt.step()
-        if guard is not None:  # a diverged parameter (e.g. |x| ~ 1e30 after lr=1e30)
-            guard.after_step(self, loss_info, entries)
+            if guard is not None:  # a diverged parameter (|x| ~ 1e30 after lr=1e30), checked
+                guard.after_step(self, loss_info, entries)  # before the actor can take them
         if count_update:
             self._context.num_updates += 1
         self._context.tick_cpu_governor()

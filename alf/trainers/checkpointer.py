@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -59,24 +59,32 @@ class Checkpointer:
         return sorted(found, reverse=True)
 
     def save(self, iteration: int, state: Dict[str, Any],
-             replay_buffer_state: Optional[Dict[str, Any]] = None) -> Optional[str]:
+             replay_buffer_state: Optional[Dict[str, Any]] = None,
+             refuse_non_finite: Optional[Callable[[str, str], BaseException]] = None
+             ) -> Optional[str]:
         """Atomically write ``state`` (and optionally the replay buffer) for ``iteration``;
-        returns its path. A ``state["algorithm"]`` with a NaN or infinite tensor is not
-        written (a warning names it; None is returned): the older, finite checkpoints stay
-        and are not pruned for it.
+        returns its path. A ``state["algorithm"]`` with a NaN or infinite tensor is never
+        written: the older, finite checkpoints stay and are not pruned for it. Then
+        ``refuse_non_finite(name, kind)`` (the run's guard is on: the Trainer passes
+        :meth:`FiniteGuard.checkpoint_error`) gives the error to raise; without it a
+        warning names the tensor and None is returned (``check_finite=False``: the run
+        trains on, without checkpoints while the tensor stays non-finite).
 
         Raises:
             WriteFailedError: a file could not be written (e.g. the disk is full). Nothing
                 of this iteration is left behind (no temporary file, no replay-buffer file
                 without its checkpoint); older checkpoints are untouched.
+            NonFiniteError: what ``refuse_non_finite`` returned, for a non-finite tensor.
         """
         bad = first_non_finite(flat_tensors(state.get("algorithm", {})))
         if bad is not None:  # never a NaN model under a good name, rotating good ones out
+            if refuse_non_finite is not None:
+                raise refuse_non_finite(*bad)
             older = self.list_checkpoints()
             logging.warning(
-                "Not saving the checkpoint of iteration %s: the algorithm's %s is %s "
-                "(TrainerConfig.check_finite=False lets training go on past that); %s",
-                f"{iteration:,}", bad[0], bad[1],
+                "Not saving the checkpoint of iteration %s: the algorithm's %s is %s; %s. "
+                "With TrainerConfig.check_finite=False training goes on, and no checkpoint "
+                "is written while a tensor is non-finite", f"{iteration:,}", bad[0], bad[1],
                 f"{os.path.basename(older[0][1])} stays the newest" if older else
                 "there is no earlier checkpoint")
             return None

@@ -21,9 +21,10 @@ Consistency:
   lock, so a batch never mixes half of an unroll; whole-buffer training that clears
   the buffer (PPO) takes each unroll out in the main thread right after storing it, so
   a late learner thread never trains two unrolls as one (and the next on nothing);
-- the optimizers write the weights under ``RunContext.weights_lock``, which the
-  acting thread also holds for each policy step and weight publication, so no
-  action is computed from half an update;
+- the optimizers write the weights, and the non-finite guard checks them, under
+  ``RunContext.weights_lock``, which the acting thread also holds for each policy step
+  and weight publication, so no action is computed from half an update, and none from
+  (nor any publication of) a step the guard found diverged (:class:`_WeightsLock`);
 - at a checkpoint, an evaluation and the end, the queue is drained first (every
   collected unroll trained), so a checkpoint holds the same state as in the main loop,
   a resume behaves as today and an evaluation sees the policy of its iteration;
@@ -98,7 +99,7 @@ class ThreadedRunner:
         self._timeout_s = float(timeout_s)
         self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, int(queue_size)))
         self._context = learner.context
-        learner.use_locks(threading.RLock(), threading.RLock())
+        learner.use_locks(threading.RLock(), _WeightsLock(self._context.finite_guard))
         self._error: Optional[BaseException] = None
         self._failed = False  # sticky: the thread stopped on an error
         self._collecting_since: Optional[float] = None  # main thread inside collection
@@ -140,7 +141,9 @@ class ThreadedRunner:
             # the learner writes its summaries for this iteration, whenever it trains
             self._put((trained_before, batch, ctx.iteration, ctx.should_summarize()))
         if learner.unroller is not None:
-            with ctx.weights_lock:  # publish a whole version, never half of one
+            # publish a whole version, never half of one, nor a diverged one: taking the
+            # lock raises the guard's failure if the learner thread's last step diverged
+            with ctx.weights_lock:
                 learner.unroller.after_train_iter(learner.algorithm)
         self._summarize()
         return steps
@@ -258,6 +261,34 @@ class ThreadedRunner:
     def _fail(self, error: BaseException) -> None:
         self._error = error
         self._failed = True
+
+
+class _WeightsLock:
+    """``RunContext.weights_lock`` beside a learner thread: a re-entrant lock that the
+    optimizers hold while they step and the guard checks the step
+    (``Algorithm.update_with_gradient``), and that the main thread holds to act, to
+    publish weights to env workers and to run callbacks. Once the guard has failed (a
+    step diverged: :attr:`FiniteGuard.failed`, set before the check raises and the lock
+    is released), taking it raises that failure instead: nothing acts on or publishes
+    the diverged weights, even before the learner thread's error reaches the runner.
+
+    Args:
+        guard: the run's :class:`~alf.utils.finite_guard.FiniteGuard` (None: off).
+    """
+
+    def __init__(self, guard: Any):
+        self._lock = threading.RLock()
+        self._guard = guard
+
+    def __enter__(self) -> "_WeightsLock":
+        self._lock.acquire()
+        if self._guard is not None and self._guard.failed:
+            self._lock.release()
+            self._guard.raise_if_failed()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._lock.release()
 
 
 class _StallSignal:

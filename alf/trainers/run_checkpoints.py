@@ -11,7 +11,7 @@ before anything is written (:func:`~alf.trainers.experiment_signature.check_comp
 import os
 from typing import Any, Callable, Optional
 
-from alf.errors import WriteFailedError
+from alf.errors import NonFiniteError, WriteFailedError
 from alf.trainers import data_parallel_trainer as dp
 from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.experiment_signature import (check_compatible, experiment_signature,
@@ -87,15 +87,22 @@ class RunCheckpoints:
             WriteFailedError: the checkpoint could not be written (e.g. the disk is full);
                 nothing of this iteration is left on disk, the previous one is intact. In
                 a data-parallel run every rank raises (rank 0's error is the one shown).
+            NonFiniteError: the run's guard is on (``TrainerConfig.check_finite``) and the
+                state holds a non-finite tensor (e.g. a normaliser's buffer, which the
+                update's checks do not watch): not written, the previous one is intact.
         """
         rb = self._learner.replay_buffer
         rb_state = rb.state_dict() if self.saves_replay_buffer() else None
         state = self._state(wall_time_s)
         iteration = self._context.iteration
 
+        guard = self._context.finite_guard  # on: a non-finite tensor stops the run
+        refuse = None if guard is None else (
+            lambda name, kind: guard.checkpoint_error(self._learner.algorithm, name, kind))
+
         def write(state: dict, rb_state: Optional[dict]) -> Optional[str]:
-            path = self.checkpointer.save(iteration, state, rb_state)
-            if path is None:  # non-finite tensors: not written (the checkpointer warned)
+            path = self.checkpointer.save(iteration, state, rb_state, refuse)
+            if path is None:  # check_finite=False: not written (the checkpointer warned)
                 return None
             kept = ""
             if milestone:
@@ -114,9 +121,9 @@ class RunCheckpoints:
             if gathered is not None:
                 try:
                     path = write(*gathered)
-                except WriteFailedError as e:
+                except (WriteFailedError, NonFiniteError) as e:
                     error = e
-            # a failed write stops every rank (rank 0 says why), not only rank 0
+            # a failed write (or a non-finite state) stops every rank (rank 0 says why)
             self._group.check_together(error, "writing a checkpoint")
         self.saved_iteration = iteration
         return path

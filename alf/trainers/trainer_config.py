@@ -175,10 +175,14 @@ class TrainerConfig:
         act_precision: the same for acting (rollout, evaluation, env and policy workers).
         check_finite: stop the run (one line, exit status 1) when a loss, gradient or
             updated parameter is NaN or infinite, or a parameter passes 2**64 in magnitude,
-            naming the loss term or tensor, the iteration and the likely causes; the
-            newest checkpoint before it is kept. Cheap (one read per update on the CPU,
-            one per iteration on CUDA; docs/design/finite_guard.md); False trains on
-            regardless (checkpoints with non-finite tensors are still never written).
+            or a checkpoint about to be saved holds a non-finite tensor (a buffer, e.g. a
+            normaliser's statistics, or an optimizer state), naming the loss term or
+            tensor, the iteration and the likely causes; the newest checkpoint before it
+            is kept. Cheap (per update on the CPU: an isfinite of the loss and two
+            ``_foreach_norm`` reductions, gradients and parameters, with three one-number
+            reads; on CUDA no read per update, one per iteration;
+            docs/design/finite_guard.md); False trains on regardless (checkpoints with
+            non-finite tensors are still never written: a warning per skipped save).
         distributed_check_interval: data-parallel runs (torchrun): every this many
             iterations, compare every rank's parameters and buffers bit by bit with
             rank 0's (0 = never). See docs/distributed.md.

@@ -8,10 +8,16 @@ which calls the run's :class:`FiniteGuard` (``RunContext.finite_guard``) at thre
    turns its gradients into NaN, so that after the gradient all-reduce every rank sees the
    same non-finite gradients and all stop at the same update: none waits for another);
 2. after the gradient all-reduce, before any optimizer step: every gradient is finite;
-3. after the optimizer steps: every updated parameter is finite and at most
-   :data:`PARAM_LIMIT` in magnitude. A finite but huge step (Adam with ``lr=1e30`` moves
-   every weight by ~1e30) leaves finite weights whose next forward pass overflows, often
-   inside ``rollout_step`` or ``torch.distributions`` before any update sees a loss.
+3. after the optimizer steps, still under ``RunContext.weights_lock``: every updated
+   parameter is finite and at most :data:`PARAM_LIMIT` in magnitude. A finite but huge
+   step (Adam with ``lr=1e30`` moves every weight by ~1e30) leaves finite weights whose
+   next forward pass overflows, often inside ``rollout_step`` or ``torch.distributions``
+   before any update sees a loss. A failure is recorded (:attr:`FiniteGuard.failed`)
+   before the lock is released, and a learner thread's lock then refuses the acting
+   thread: nothing acts on or publishes the diverged weights.
+
+A buffer or optimizer state is none of these: a checkpoint save that finds one
+non-finite raises :meth:`FiniteGuard.checkpoint_error` (the Trainer's checkpoints).
 
 On the CPU each check reads one number (free: nothing runs asynchronously), so the run
 stops before the optimizer step that a bad loss or gradient would take. On CUDA reading a
@@ -95,6 +101,24 @@ class FiniteGuard:
         self._pending: Optional[torch.Tensor] = None  # CUDA: flags of updates not yet read
         self._last: Any = None  # CUDA: (algorithm, loss_info, entries) of the newest update
         self._loss_ok: Any = True  # this update's total loss was finite (a bool or tensor)
+        # the error this guard raised (set before raising, under RunContext.weights_lock in
+        # a learner thread): the acting thread checks it there before it acts or publishes
+        self.failure: Optional[NonFiniteError] = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether a check failed (a step diverged): its weights must not be used."""
+        return self.failure is not None
+
+    def raise_if_failed(self) -> None:
+        """Raise the failure again (a copy, in the calling thread) if a check failed in
+        another thread: called by the acting thread under ``RunContext.weights_lock``
+        before it acts on or publishes the weights."""
+        failure = self.failure
+        if failure is not None:
+            again = NonFiniteError(str(failure))
+            again.alf_silent = getattr(failure, "alf_silent", False)
+            raise again
 
     # -------------------------------------------------------------- the three checks
     def after_backward(self, context: Any, loss: torch.Tensor, entries: _Entries) -> None:
@@ -141,6 +165,21 @@ class FiniteGuard:
             self._fail(algorithm, loss_info, entries, "found at the end of the iteration "
                        "(on CUDA the check is read once per iteration)", deferred=True)
 
+    def checkpoint_error(self, algorithm: Any, name: str, kind: str) -> NonFiniteError:
+        """The error that stops the run when the checkpoint about to be saved holds the
+        non-finite tensor ``name`` (its flat name in the checkpoint, ``kind``: ``"nan"``,
+        ``"inf"``, ``"-inf"``): a buffer (a normaliser's statistics, a reward module's
+        counts) or an optimizer state, which the three checks do not watch. The run
+        stops there, in the guard's one-line form, instead of training on without
+        checkpoints; the checkpoint is not written."""
+        top = self.root or algorithm
+        role = ("the parameter" if name in dict(top.named_parameters()) else
+                "the buffer" if name in dict(top.named_buffers()) else "the optimizer state")
+        return NonFiniteError(_message(
+            algorithm, f"{role} {name} ({kind}), found in the checkpoint of iteration "
+            f"{algorithm.context.iteration:,}, which was not written", None, update=False,
+            top=self.root, by=True))
+
     def explain(self, algorithm: Any, error: BaseException) -> BaseException:
         """The error to report for ``error``, raised while training: a
         :class:`NonFiniteError` naming the parameter if one is non-finite or diverged (torch's
@@ -185,6 +224,7 @@ class FiniteGuard:
         error = NonFiniteError(_message(algorithm, what, when, entries, update=not deferred,
                                         top=self.root))
         error.alf_silent = silent
+        self.failure = error  # before the raise releases RunContext.weights_lock
         raise error
 
 
@@ -233,10 +273,12 @@ def _bad_parameters(algorithm: Any) -> Optional[str]:
 
 
 def _message(algorithm: Any, what: str, when: Optional[str],
-             entries: Optional[_Entries] = None, update: bool = True, top: Any = None) -> str:
-    """The one line: what, when (the update being taken, if ``update``), likely causes."""
+             entries: Optional[_Entries] = None, update: bool = True, top: Any = None,
+             by: bool = False) -> str:
+    """The one line: what, when (the update being taken, if ``update``; ``by``: found
+    at this iteration, gone bad at it or before), likely causes."""
     ctx = algorithm.context
-    where = f"at iteration {ctx.summary_iteration():,}" + (
+    where = f"{'by' if by else 'at'} iteration {ctx.summary_iteration():,}" + (
         f" (update {ctx.num_updates + 1:,})" if update else "")
     when = f"; {when}" if when else ""
     return (f"training went non-finite {where}: {what}{when}. Likely causes: "

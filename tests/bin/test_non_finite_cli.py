@@ -214,16 +214,95 @@ TrainerConfig.progress_interval_seconds = 0.0
 """
 
 
-def test_async_appo_huge_lr_stops_before_the_env_workers_get_the_weights(alf_cli, tmp_path):
+@pytest.mark.parametrize("thread", [False, True])
+def test_async_appo_huge_lr_stops_before_the_env_workers_get_the_weights(alf_cli, tmp_path,
+                                                                         thread):
     """The learner stops before publishing the diverged weights: no env worker acts on
-    them (which would crash the workers, not name the cause)."""
+    them (which would crash the workers, not name the cause). With a learner thread the
+    main thread publishes; it never publishes a step the guard found diverged
+    (tests/trainers/test_finite_guard_training.py checks the published weights)."""
     alf_cli.write_gin(tmp_path, TINY_APPO, "appo.gin")
     root = tmp_path / "appo"
-    r = alf_cli.run("alf.bin.train", _args(root, "appo.gin", ["lr/LinearSchedule.start=1e30"]),
-                    tmp_path)
+    r = alf_cli.run("alf.bin.train", _args(root, "appo.gin", [
+        "lr/LinearSchedule.start=1e30", f"TrainerConfig.learner_thread={thread}"]), tmp_path)
     assert r.returncode == 1, r.stderr
     [line] = _error_lines(r.stderr)
     assert line.startswith("alf.bin.train: error: training went non-finite at iteration 1 "
                            "(update 1): the parameter _actor_network."), line
     assert "crashed" not in r.stderr and "restart" not in r.stderr
     assert not (root / "train").exists()
+
+
+POISON = '''
+"""A callback that sets one buffer of the algorithm to inf at one iteration: statistics
+that overflowed (a normaliser's variance), which no loss, gradient or parameter shows."""
+import math
+
+import alf
+from alf.trainers.callbacks import TrainerCallback
+
+
+@alf.configurable
+class PoisonBuffer(TrainerCallback):
+    def __init__(self, name: str = "", at_iteration: int = 3):
+        self.name, self.at_iteration = name, at_iteration
+
+    def on_iteration_end(self, algorithm, context, metrics):
+        if context.iteration == self.at_iteration:
+            dict(algorithm.named_buffers())[self.name].fill_(math.inf)
+'''
+
+BUFFER = "_data_transformer.members.1.return_stats.var"
+POISONED_PPO = """
+import poison
+""" + """
+TrainerConfig.data_transformer_ctor = [@ObservationNormalizer, @RewardNormalizer]
+TrainerConfig.callbacks = [@PoisonBuffer()]
+PoisonBuffer.name = '{buffer}'
+PoisonBuffer.at_iteration = 3
+TrainerConfig.num_iterations = 5
+TrainerConfig.checkpoint_interval = 1
+TrainerConfig.num_checkpoints = 3
+""".format(buffer=BUFFER)
+
+
+@pytest.fixture
+def poisoned_conf(alf_cli, tmp_path):
+    (tmp_path / "poison.py").write_text(POISON)
+    alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO + POISONED_PPO, "poisoned.gin")
+    return "poisoned.gin"
+
+
+def test_a_non_finite_buffer_stops_the_run_at_the_save_and_keeps_the_last_checkpoint(
+        alf_cli, tmp_path, poisoned_conf):
+    """A buffer is none of the loss, gradients and parameters the update checks: with
+    the guard on, the checkpoint save that finds it stops the run (it used to skip
+    every later checkpoint with a warning and exit 0)."""
+    root = tmp_path / "run"
+    r = alf_cli.run("alf.bin.train", _args(root, poisoned_conf), tmp_path)
+    assert r.returncode == 1, r.stderr
+    [line] = _error_lines(r.stderr)
+    assert line.startswith(
+        f"alf.bin.train: error: training went non-finite by iteration 3: the buffer {BUFFER} "
+        "(inf), found in the checkpoint of iteration 3, which was not written. Likely "
+        "causes: the learning rate ("), line
+    assert line.endswith("The newest checkpoint, train/ckpt-0000000002.pt (iteration 2), is "
+                         "from before it and finite; set TrainerConfig.check_finite=False to "
+                         "train on regardless"), line
+    assert "Not saving" not in r.stderr
+    assert sorted(os.listdir(root / "train")) == ["ckpt-0000000001.pt", "ckpt-0000000002.pt"]
+    assert all(_all_finite(root / "train" / c) for c in os.listdir(root / "train"))
+
+
+def test_a_non_finite_buffer_with_the_guard_off_trains_on_and_says_so_truly(
+        alf_cli, tmp_path, poisoned_conf):
+    root = tmp_path / "run"
+    r = alf_cli.run("alf.bin.train", _args(root, poisoned_conf,
+                                           ["TrainerConfig.check_finite=False"]), tmp_path)
+    assert r.returncode == 0, r.stderr
+    skipped = [l for l in r.stderr.splitlines() if "Not saving the checkpoint" in l]
+    assert [l.split("Not saving", 1)[1] for l in skipped] == [
+        f" the checkpoint of iteration {i}: the algorithm's {BUFFER} is inf; "
+        "ckpt-0000000002.pt stays the newest. With TrainerConfig.check_finite=False training "
+        "goes on, and no checkpoint is written while a tensor is non-finite" for i in (3, 4, 5)]
+    assert sorted(os.listdir(root / "train")) == ["ckpt-0000000001.pt", "ckpt-0000000002.pt"]

@@ -149,3 +149,21 @@ def test_a_checkpoint_that_cannot_be_opened_is_not_called_corrupt(tmp_path, monk
         ckpt.load_latest()
     assert ckpt.set_aside_unreadable() == []
     assert os.path.exists(newest)
+
+
+def test_a_non_finite_state_is_refused_by_the_callers_error_and_nothing_is_written(tmp_path):
+    """With the run's guard on, the Trainer passes ``refuse_non_finite``: its error is
+    raised instead of the warning, nothing is written, the older checkpoint stays."""
+    ckpt = Checkpointer(str(tmp_path), num_checkpoints=1)
+    ckpt.save(1, {"algorithm": {"w": torch.ones(2)}})
+    refused = []
+
+    def refuse(name, kind):
+        refused.append((name, kind))
+        return RuntimeError(f"{name} is {kind}")
+
+    with pytest.raises(RuntimeError, match=r"^norm\.var is inf$"):
+        ckpt.save(2, {"algorithm": {"w": torch.ones(2), "norm": {"var": torch.tensor(
+            [1.0, float("inf")])}}}, refuse_non_finite=refuse)
+    assert refused == [("norm.var", "inf")]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-0000000001.pt"]

@@ -118,3 +118,36 @@ def test_first_non_finite_over_a_checkpoint_nest():
              "n": torch.tensor([3])}
     assert first_non_finite(flat_tensors(state)) == ("opt.0.exp_avg", "-inf")
     assert first_non_finite(flat_tensors({"a": torch.ones(3)})) is None
+
+
+def test_checkpoint_error_names_a_buffer_or_an_optimizer_state_in_the_guards_form():
+    """What a checkpoint save raises for a tensor the update's checks do not watch."""
+    guard = FiniteGuard()
+    alg = Net(Adam(lr=0.1), guard)
+    alg.register_buffer("stats_var", torch.ones(2))
+    alg.update_with_gradient(alg.loss_info(X))  # Adam's moments exist now
+    alg.context.iteration = 5
+    names = [n for n, _ in flat_tensors(alg.state_dict())]
+    moment = next(n for n in names if n.startswith("_extra_state") and "exp_avg" in n)
+    buffer = guard.checkpoint_error(alg, "stats_var", "inf")
+    assert str(buffer).startswith("training went non-finite by iteration 5: the buffer "
+                                  "stats_var (inf), found in the checkpoint of iteration 5, "
+                                  "which was not written. Likely causes: the learning rate "
+                                  "(0.1 now"), str(buffer)
+    assert f"the optimizer state {moment} (nan), found" in str(
+        guard.checkpoint_error(alg, moment, "nan"))
+    assert "the parameter body.0.weight (nan)" in str(
+        guard.checkpoint_error(alg, "body.0.weight", "nan"))
+    assert not guard.failed  # nothing in training failed: the acting thread may go on
+
+
+def test_a_failed_check_is_recorded_before_it_raises_and_raised_again_elsewhere():
+    guard = FiniteGuard()
+    alg = Net(SGD(lr=1e30), guard)
+    guard.raise_if_failed()  # nothing failed yet
+    with pytest.raises(NonFiniteError) as first:
+        alg.update_with_gradient(alg.loss_info(X))
+    assert guard.failed and guard.failure is first.value
+    with pytest.raises(NonFiniteError) as again:
+        guard.raise_if_failed()
+    assert str(again.value) == str(first.value) and again.value is not first.value
