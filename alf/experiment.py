@@ -24,7 +24,6 @@ An algorithm is built from specs alone. One written before the Learner existed
 may still take ``config`` (and ``env``) in its constructor: it gets the
 TrainerConfig (learner and actor roles) and ``env=None``.
 """
-import inspect
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -36,6 +35,7 @@ from alf.errors import ConfigError
 from alf.utils import precision
 from alf.utils.finite_guard import FiniteGuard
 from alf.utils.run_context import RunContext
+from alf.utils.signatures import eval_kwargs, takes_argument
 
 ROLES = ("learner", "actor", "policy", "player")
 
@@ -56,11 +56,9 @@ def build_algorithm(config: Any, specs: EnvSpecs, role: str = "learner",
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     transformer = create_data_transformer(config.data_transformer_ctor, specs.observation_spec)
-    legacy = {}
-    if _takes(config.algorithm_ctor, "config"):
+    legacy: Dict[str, Any] = dict(eval_kwargs(config.algorithm_ctor, role == "player"))
+    if takes_argument(config.algorithm_ctor, "config"):
         legacy["config"] = None if role == "player" else config
-    if role == "player" and _takes(config.algorithm_ctor, "is_eval"):
-        legacy["is_eval"] = True
     if context is None:
         context = RunContext(
             config.num_iterations, config.num_env_steps, summary_interval=config.summary_interval,
@@ -133,12 +131,3 @@ def checkpoint_state_for(algorithm: torch.nn.Module, state: Dict[str, Any]) -> D
         if key.endswith("_extra_state") and key in dropped:
             state[key] = {"optimizers": []}
     return state
-
-
-def _takes(ctor: Any, name: str) -> bool:
-    """Whether ``ctor`` has a parameter ``name`` (an algorithm written before the Learner
-    took ``config``)."""
-    try:
-        return name in inspect.signature(ctor).parameters
-    except (TypeError, ValueError):
-        return False

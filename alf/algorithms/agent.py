@@ -165,6 +165,7 @@ class Agent(RLAlgorithm):
             if not isinstance(m, RewardModule):
                 raise ConfigError(f"Agent.reward_modules: {type(m).__name__} is not a "
                                   "RewardModule (alf.algorithms.reward_module)")
+            m.check_training_setup()
         schedules = _weight_schedules(reward_weights, num_columns, num_extrinsic)
         self._num_extrinsic = num_extrinsic
         self._vector_env_reward = bool(reward_spec.shape)
@@ -612,6 +613,7 @@ def _build_representation(ctor: Optional[Callable[..., RepresentationLearner]],
         raise ConfigError(
             f"Agent.representation_learner_cls: {type(representation).__name__} is "
             "not a RepresentationLearner (alf.algorithms.representation_learner)")
+    representation.check_training_setup()
     _check_recurrent(representation)
     return representation
 

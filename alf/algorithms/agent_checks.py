@@ -8,12 +8,15 @@ otherwise surface as a Python error deep inside the build (``'ABCMeta' has no le
 a RecursionError of 2,830 lines) or after the first iteration.
 """
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.errors import ConfigError
+# the Agent builds its RL algorithm with eval_kwargs, as alf.experiment builds the
+# algorithm: one helper for both (alf/utils/signatures.py)
+from alf.utils.signatures import eval_kwargs  # noqa: F401 - used as agent_checks.eval_kwargs
 
 
 def _name(obj: Any) -> str:
@@ -30,19 +33,6 @@ def check_agent_args(agent_cls: type, rl_algorithm_cls: Any, reward_modules: Any
                         "@LatentDynamicsLearner")
     check_weight_values(reward_weights)
     return modules
-
-
-def eval_kwargs(ctor: Any, is_eval: bool) -> Dict[str, bool]:
-    """``{"is_eval": True}`` for an evaluation-only build of a ``ctor`` that declares
-    ``is_eval`` (every bundled RL algorithm), else ``{}`` (one of the user's own without
-    it is built in full, as ``alf.experiment.build_algorithm`` does)."""
-    if not is_eval:
-        return {}
-    try:
-        takes = "is_eval" in inspect.signature(ctor).parameters
-    except (TypeError, ValueError):
-        takes = False
-    return {"is_eval": True} if takes else {}
 
 
 def check_weight_values(reward_weights: Any) -> None:

@@ -7,13 +7,13 @@ observation)`` ``[N]`` taken from stored experience, and one gradient step of th
 per trained batch, with its own optimizer, that is not counted in
 ``context.num_updates`` (the RL algorithm's clock). A part without trainable parameters
 (a count-based bonus: its state is buffers) needs neither an optimizer nor a loss: it
-does not train (:attr:`AgentPart.trains`). Whether a part has what it needs is checked
-once its constructor has run (the subclass builds its networks after the base
+does not train (:attr:`AgentPart.trains`). Whether a part has what it needs is
+:meth:`AgentPart.check_training_setup`, which the Agent calls on each part it builds
+(once the whole constructor has run: a subclass builds its networks after the base
 constructor): a part with trainable parameters and no optimizer, or no :meth:`loss`, is
 one error naming the gin line or the method to add. Every step of a part that trains
 summarises its loss as ``Loss/<name>/loss`` (one point per summarised iteration).
 """
-import abc
 from typing import Any, Optional
 
 import torch
@@ -26,16 +26,7 @@ from alf.utils.optimizers import OptimizerFactory
 from alf.utils.run_context import RunContext
 
 
-class _PartMeta(abc.ABCMeta):
-    """Checks a part once its whole constructor has run (:meth:`AgentPart._check_training`)."""
-
-    def __call__(cls, *args, **kwargs):
-        part = super().__call__(*args, **kwargs)
-        part._check_training()
-        return part
-
-
-class AgentPart(Algorithm, metaclass=_PartMeta):
+class AgentPart(Algorithm):
     """Base class of an Agent's parts.
 
     Class attributes:
@@ -78,9 +69,11 @@ class AgentPart(Algorithm, metaclass=_PartMeta):
         (False: a part whose state is buffers, e.g. counts; nothing to optimize)."""
         return any(p.requires_grad for p in self.parameters())
 
-    def _check_training(self) -> None:
-        """After construction: a part with trainable parameters needs an optimizer and a
-        :meth:`loss` (one :class:`ConfigError` naming what to add)."""
+    def check_training_setup(self) -> None:
+        """Called by whoever builds the part (the Agent, for each reward module and its
+        representation learner), once the constructor has run: a part with trainable
+        parameters needs an optimizer and a :meth:`loss` (one :class:`ConfigError` naming
+        what to add); a part without them needs neither."""
         if not self.trains:
             return
         name = self.name

@@ -76,7 +76,8 @@ def pretrained(ctor: Optional[Callable] = None, checkpoint: str = "", frozen: bo
                           "only networks and algorithms can be pretrained")
     part = f"{getattr(ctor, '__name__', type(module).__name__)} ({where})"
     tensors = load_part(module, state, prefix, source_file, part)
-    record = pretrained_sources.record_load(where, checkpoint, prefix, source_file, iteration)
+    record = pretrained_sources.record_load(module, where, checkpoint, prefix, source_file,
+                                            iteration)
     logging.info(pretrained_sources.describe(record, part, tensors))
     if frozen:
         for p in module.parameters():

@@ -4,8 +4,11 @@ was loaded from, so that a run says it, records it and can be rerun from the sam
 A load is recorded per gin binding (``bc_actor/pretrained``): the configured
 ``checkpoint`` string, the file it resolved to (a run directory resolves to its newest
 checkpoint, which changes as that run goes on), the file's checkpoint iteration and its
-content hash (sha256 of the bytes). ``alf.trainers.run_provenance`` writes the records of
-the current config into ``run_info/start-NNNN.json`` (``"pretrained"``), and
+content hash (sha256 of the bytes). The record is kept on the module the load built (its
+``pretrained_source`` attribute), not in this module: it belongs to that build, so a later
+build in the same process (tests, a notebook) never reports an earlier one's loads.
+``alf.trainers.run_provenance`` collects the records of the run's algorithm
+(:func:`loaded_sources`) into ``run_info/start-NNNN.json`` (``"pretrained"``), and
 ``alf.bin.train --rerun`` refuses a rerun whose pretrained source would now load other
 bytes (:func:`changed_sources`), in one line.
 """
@@ -15,11 +18,12 @@ import re
 from typing import Any, Dict, List, Optional
 
 import gin
+import torch
 
 _CKPT = re.compile(r"ckpt-(\d+)\.pt$")  # alf/trainers/checkpointer.py's file names
 
-#: binding (``scope/pretrained``) -> the record of its newest load in this process
-_LOADED: Dict[str, Dict[str, Any]] = {}
+#: attribute of a module built by ``pretrained``: the record of what was loaded into it
+SOURCE_ATTR = "pretrained_source"
 
 
 def file_sha256(path: str) -> str:
@@ -31,13 +35,14 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def record_load(binding: str, checkpoint: str, prefix: str, source_file: str,
-                iteration: Optional[int]) -> Dict[str, Any]:
-    """Note that ``binding`` loaded ``prefix`` of ``source_file``; returns the record."""
+def record_load(module: torch.nn.Module, binding: str, checkpoint: str, prefix: str,
+                source_file: str, iteration: Optional[int]) -> Dict[str, Any]:
+    """Note on ``module`` (its :data:`SOURCE_ATTR`) that ``binding`` loaded ``prefix`` of
+    ``source_file`` into it; returns the record."""
     record = {"binding": binding, "checkpoint": checkpoint, "prefix": prefix,
               "file": os.path.abspath(source_file), "iteration": iteration,
               "sha256": file_sha256(source_file)}
-    _LOADED[binding] = record
+    setattr(module, SOURCE_ATTR, record)
     return record
 
 
@@ -57,11 +62,16 @@ def _bound_checkpoint(binding: str) -> Optional[str]:
         return None
 
 
-def loaded_sources() -> List[Dict[str, Any]]:
-    """The records of the current config's pretrained parts (bindings whose
-    ``checkpoint`` is still bound as loaded), sorted by binding."""
-    return [dict(r) for b, r in sorted(_LOADED.items())
-            if _bound_checkpoint(b) == r["checkpoint"]]
+def loaded_sources(algorithm: torch.nn.Module) -> List[Dict[str, Any]]:
+    """The records of the pretrained parts inside ``algorithm`` (itself included, for a
+    whole pretrained algorithm), one per binding (a copied part, e.g. a target network,
+    carries its original's record), sorted by binding."""
+    found: Dict[str, Dict[str, Any]] = {}
+    for module in algorithm.modules():
+        record = getattr(module, SOURCE_ATTR, None)
+        if isinstance(record, dict):
+            found.setdefault(record["binding"], dict(record))
+    return [found[b] for b in sorted(found)]
 
 
 def iteration_of(path: str, state: Any) -> Optional[int]:

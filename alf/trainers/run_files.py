@@ -3,7 +3,9 @@
 value gin used), both written atomically; and at each start the record of where the
 run came from (``run_info/``, :mod:`alf.trainers.run_provenance`)."""
 import os
-from typing import Callable
+from typing import Callable, Optional
+
+import torch
 
 from alf import config as alf_config
 from alf.errors import UserError, WriteFailedError
@@ -36,16 +38,18 @@ def write_config(root_dir: str, config_text: str) -> None:
     atomic_write_text(config_path, config_text, "the run's config")
 
 
-def write_start_files(root_dir: str, config_text: str) -> None:
+def write_start_files(root_dir: str, config_text: str,
+                      algorithm: Optional[torch.nn.Module] = None) -> None:
     """At the start of a run (new or resumed, once its checkpoint is known to fit):
     :func:`write_config`, then this start's provenance record in ``root_dir/run_info/``
-    (a failure there is one warning line; the run goes on).
+    (a failure there is one warning line; the run goes on), with the pretrained parts
+    of ``algorithm``, the run's built algorithm.
 
     Raises:
         UserError, WriteFailedError: as :func:`write_config`.
     """
     write_config(root_dir, config_text)
-    record_start(root_dir, config_text)
+    record_start(root_dir, config_text, algorithm)
 
 
 def write_operative_config(root_dir: str, notice: Callable[[str], None],

@@ -8,8 +8,9 @@ the accelerator and the environment variables that matter. Beside the records:
 - ``start-NNNN.patch``: that start's uncommitted changes to the alf checkout (``git
   diff HEAD`` plus new files inside ``alf/``), written only when there are any;
 - ``requirements.txt``: the latest start's installed packages, ``pip freeze`` style;
-- ``"pretrained"`` in each record: the checkpoint file each pretrained part loaded (path,
-  iteration, sha256), which ``--rerun`` checks;
+- ``"pretrained"`` in each record: the checkpoint file each pretrained part of the run's
+  algorithm loaded (path, iteration, sha256; collected from the built algorithm), which
+  ``--rerun`` checks;
 - ``user_modules/``: the latest start's copies of the modules the config imports
   (:mod:`alf.trainers.user_module_copies`), which ``alf.bin.train --rerun`` imports.
 
@@ -27,6 +28,7 @@ import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import gin
+import torch
 
 from alf.algorithms.pretrained_sources import loaded_sources
 from alf.trainers.checkpointer import Checkpointer
@@ -46,7 +48,7 @@ def _print_warning(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def record_start(root_dir: str, config_text: str,
+def record_start(root_dir: str, config_text: str, algorithm: Optional[torch.nn.Module] = None,
                  notice: Callable[[str], None] = _print_warning) -> Optional[str]:
     """Write this start's record into ``root_dir/run_info/``; returns its path, or None
     when it could not be written (after one warning line through ``notice``).
@@ -55,11 +57,13 @@ def record_start(root_dir: str, config_text: str,
         root_dir: the run directory (it exists: ``config.gin`` was just written).
         config_text: the run's config, as saved in ``config.gin`` (its ``import`` lines
             name the user modules to copy).
+        algorithm: the run's built algorithm, whose pretrained parts are recorded
+            (:func:`~alf.algorithms.pretrained_sources.loaded_sources`); None: no parts.
         notice: how the warning is shown.
     """
     info_dir = os.path.join(root_dir, RUN_INFO_DIR)
     try:
-        return _record(root_dir, info_dir, config_text)
+        return _record(root_dir, info_dir, config_text, algorithm)
     except Exception as e:  # noqa: BLE001 - provenance must never stop a run
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
         where = getattr(e, "filename", None)
@@ -69,7 +73,8 @@ def record_start(root_dir: str, config_text: str,
         return None
 
 
-def _record(root_dir: str, info_dir: str, config_text: str) -> str:
+def _record(root_dir: str, info_dir: str, config_text: str,
+            algorithm: Optional[torch.nn.Module]) -> str:
     os.makedirs(info_dir, exist_ok=True)
     number = _next_start_number(info_dir)
     stem = f"start-{number:04d}"
@@ -94,7 +99,7 @@ def _record(root_dir: str, info_dir: str, config_text: str) -> str:
         "user_modules": modules,
         # the checkpoint files pretrained parts were loaded from (path, iteration, sha256):
         # --rerun refuses one that changed (alf.algorithms.pretrained_sources)
-        "pretrained": loaded_sources(),
+        "pretrained": [] if algorithm is None else loaded_sources(algorithm),
         "packages": packages,
         "host": machine_facts.host_facts(),
         # torch's intra-op thread count, fixed for the run: float results depend on it,

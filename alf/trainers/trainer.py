@@ -272,7 +272,7 @@ class Trainer:
                               "(the previous run stopped before saving one): training starts "
                               "from iteration 0")
             if self._is_main:  # rank 0 alone writes files (config.gin, run_info/)
-                write_start_files(self._root_dir, self._config_text)
+                write_start_files(self._root_dir, self._config_text, self.algorithm)
             if resumed and self._overrides:
                 report.notice("[alf] applied to the saved config (kept for later resumes): "
                               + ", ".join(self._overrides))

@@ -179,7 +179,7 @@ def test_bad_compositions_are_one_error_each(clean_gin):
     with pytest.raises(ConfigError, match="reward_weights has 3 values; it needs 2"):
         Agent(OBS, ACTION, reward_modules=[_Constant], reward_weights=[1, 1, 1])
     with pytest.raises(ConfigError, match="set RNDRewardModule.optimizer"):
-        RNDRewardModule(OBS, ACTION)
+        Agent(OBS, ACTION, reward_modules=[RNDRewardModule])
     with pytest.raises(ConfigError, match="reward must be a scalar or a vector of columns"):
         Agent(OBS, ACTION, reward_spec=TensorSpec((2, 3)))
 

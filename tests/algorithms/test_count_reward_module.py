@@ -84,10 +84,22 @@ class _Trainable(RewardModule):
 
 def test_a_module_with_parameters_still_needs_an_optimizer_and_a_loss(clean_gin):
     with pytest.raises(ConfigError, match="set Trainable.optimizer"):
-        _Trainable(OBS, ACTION)
+        Agent(OBS, ACTION, reward_modules=[_Trainable])
     from alf.utils.optimizers import Adam
+    with_adam = lambda **kw: _Trainable(optimizer=Adam(lr=1e-3), **kw)  # noqa: E731
     with pytest.raises(ConfigError, match=r"no loss: implement _Trainable.loss\("):
-        _Trainable(OBS, ACTION, optimizer=Adam(lr=1e-3))
+        Agent(OBS, ACTION, reward_modules=[with_adam])
+
+
+def test_the_check_is_an_explicit_call_not_a_construction_hook(clean_gin):
+    """No hidden wrapping of constructors (docs/design/agent.md): a part built by hand (a
+    unit test, a custom loop) is just built, and ``check_training_setup()`` (what the
+    Agent calls on each part it builds) names what it lacks."""
+    part = _Trainable(OBS, ACTION)
+    assert part.trains
+    with pytest.raises(ConfigError, match="set Trainable.optimizer"):
+        part.check_training_setup()
+    CountRewardModule(OBS, ACTION, code_bits=2).check_training_setup()  # nothing to train
 
 
 def test_the_bonus_is_beta_over_the_root_of_the_count(clean_gin):

@@ -74,7 +74,7 @@ def test_bad_settings_are_one_error_each(clean_gin):
     with pytest.raises(ConfigError, match=r"beta = 1.5 is out of range"):
         _icm(DISCRETE, beta=1.5)
     with pytest.raises(ConfigError, match="set ICMRewardModule.optimizer"):
-        ICMRewardModule(OBS, DISCRETE)
+        Agent(OBS, DISCRETE, reward_modules=[ICMRewardModule])
 
 
 def test_the_agent_refuses_icm_on_single_step_mini_batches(clean_gin):

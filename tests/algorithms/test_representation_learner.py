@@ -186,7 +186,7 @@ def test_ppo_with_the_latent_example_trains_and_resumes(make_trainer, tmp_path):
 def test_bad_representation_setups_are_one_error_each(make_trainer, alf_cli, tmp_path,
                                                       clean_gin):
     with pytest.raises(ConfigError, match="set LatentDynamicsLearner.optimizer"):
-        LatentDynamicsLearner(OBS, DISCRETE)
+        Agent(OBS, DISCRETE, representation_learner_cls=LatentDynamicsLearner)
     with pytest.raises(ConfigError, match="target_tau = 0 is out of range"):
         LatentDynamicsLearner(OBS, DISCRETE, target_tau=0, optimizer=Adam(lr=1e-3))
     with pytest.raises(ConfigError, match="is not a RepresentationLearner"):

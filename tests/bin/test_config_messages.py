@@ -118,13 +118,14 @@ def test_a_scoped_example_in_a_message_is_not_traced_to_the_unscoped_binding(cle
                                                                            capsys):
     """A missing part's hint names ``rnd/alf.optimizers.Adam.lr``; the config binds the
     unscoped ``alf.optimizers.Adam.lr`` (ppo_cart_pole.gin): that line is not named."""
+    from alf.algorithms.agent import Agent
     from alf.algorithms.rnd_reward_module import RNDRewardModule
     from alf.tensor_specs import BoundedTensorSpec, TensorSpec
     import torch
     alf_config.parse_config(conf_file="ppo_cart_pole.gin")
     assert alf_config.binding_location("alf.optimizers.Adam.lr")  # bound, unscoped
-    rc = cli.run_main(lambda: RNDRewardModule(TensorSpec((4,)),
-                                              BoundedTensorSpec((), torch.int64, 0, 1)), "prog")
+    rc = cli.run_main(lambda: Agent(TensorSpec((4,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                                    reward_modules=[RNDRewardModule]), "prog")
     err = capsys.readouterr().err
     assert rc == cli.EXIT_USAGE and "set RNDRewardModule.optimizer" in err
     assert "(set in" not in err

@@ -68,3 +68,26 @@ def test_a_pretrained_part_is_logged_recorded_and_checked_by_rerun(alf_cli, tmp_
     assert changed.returncode == 2 and len(lines) == 1, changed.stderr
     assert "whose content has changed since" in lines[0] and "restore that file" in lines[0]
     assert not os.path.exists(tmp_path / "changed")
+
+
+def test_a_later_run_in_the_same_process_records_only_its_own_loads(tmp_path):
+    """The records of what was loaded belong to the built algorithm, not to the process:
+    a second run in the same process (tests, a notebook) whose config still binds the
+    same ``pre/pretrained.checkpoint`` but no longer wires ``@pre/pretrained`` in loads
+    nothing, and its ``run_info`` says so (it used to list the first run's load)."""
+    source = train_run(tmp_path / "src", TINY_PPO, ["TrainerConfig.num_iterations=2"])
+    ckpt = os.path.join(source, "train", "ckpt-0000000002.pt")
+    train_run(tmp_path / "ft", _finetune_gin(source))
+    first = json.load(open(tmp_path / "ft" / "run_info" / "start-0001.json"))
+    assert [r["file"] for r in first["pretrained"]] == [ckpt]
+
+    unwired = _finetune_gin(source).replace(
+        "PPOAlgorithm.actor_network_ctor = @pre/pretrained\n", "")
+    train_run(tmp_path / "plain", unwired)
+    second = json.load(open(tmp_path / "plain" / "run_info" / "start-0001.json"))
+    assert second["pretrained"] == []
+
+    train_run(tmp_path / "ft2", _finetune_gin(source))  # wired again: its own load
+    third = json.load(open(tmp_path / "ft2" / "run_info" / "start-0001.json"))
+    assert [(r["binding"], r["file"], r["sha256"]) for r in third["pretrained"]] == [
+        ("pre/pretrained", ckpt, _sha256(ckpt))]

@@ -12,6 +12,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import REPO_ROOT, train_run
+from test_offline_training import make_random_dataset
 
 DOC = os.path.join(REPO_ROOT, "docs", "quickstart.md")
 
@@ -41,6 +42,13 @@ TrainerConfig.unroll_length = 2
 TrainerConfig.replay_buffer_length = 64
 """
 _DDPG = "include 'ddpg_pendulum.gin'\n" + _PENDULUM + "ActorNetwork.fc_layer_params = (8,)\n"
+# pure offline (bc_pendulum.gin, iql_pendulum.gin) from a random Pendulum dataset that the
+# runs fixture writes (its path bound as TrainerConfig.offline_buffer_dir)
+_OFFLINE = _TINY + """
+TrainerConfig.num_iterations = 3
+TrainerConfig.num_updates_per_train_iter = 2
+TrainerConfig.mini_batch_size = 8
+"""
 
 
 class Family:
@@ -50,10 +58,12 @@ class Family:
 
     def __init__(self, conf: str, section: str, trainers: Dict[str, int],
                  conditions: Sequence[str] = ("without reward columns",),
-                 columns: Sequence[str] = (), params: Sequence[str] = ()):
+                 columns: Sequence[str] = (), params: Sequence[str] = (),
+                 offline: bool = False):
         self.conf, self.section, self.trainers = conf, section, trainers
         self.conditions, self.columns, self.params = set(conditions), list(columns), params
         self.name = next(iter(trainers))
+        self.offline = offline  # trains from the fixture's dataset, steps no env
 
 
 FAMILIES = {
@@ -84,6 +94,11 @@ TrainerConfig.unroll_length = 4
 TrainerConfig.num_updates_per_train_iter = 2
 TrainerConfig.replay_buffer_length = 64
 """, "DqnAlgorithm", {"DqnAlgorithm": 1}),
+    "bc": Family("include 'bc_pendulum.gin'\n" + _OFFLINE, "BcAlgorithm",
+                 {"BcAlgorithm": 1}, ("BC only",), offline=True),
+    "iql": Family("include 'iql_pendulum.gin'\n" + _OFFLINE
+                  + "CriticNetwork.fc_layer_params = (8,)\n", "IqlAlgorithm",
+                  {"IqlAlgorithm": 2}, ("IQL only",), offline=True),
     # PPO + RND at mini_batch_length 1 (ppo_rnd_cart_pole.gin's): the module trains on
     # single steps; PPO learns a value per reward column (extrinsic, RND)
     "agent": Family("include 'ppo_rnd_cart_pole.gin'\n" + _ON_POLICY + _MINI_BATCHES + """
@@ -190,12 +205,19 @@ def _twin(tag: str) -> str:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    cache = {}
+    cache, datasets = {}, []
 
     def run(key: str) -> Dict[str, List[Tuple[int, float]]]:
         if key not in cache:
+            family = FAMILIES[key]
+            params = list(family.params)
+            if family.offline:
+                if not datasets:  # 2 rows x 40 random Pendulum steps, written once
+                    datasets.append(make_random_dataset(
+                        tmp_path_factory.mktemp("dataset") / "pendulum", steps_per_row=40))
+                params.append(f"TrainerConfig.offline_buffer_dir='{datasets[0]}'")
             root = tmp_path_factory.mktemp(key) / "run"
-            cache[key] = scalars(train_run(root, FAMILIES[key].conf, FAMILIES[key].params))
+            cache[key] = scalars(train_run(root, family.conf, params))
         return cache[key]
     return run
 
@@ -228,6 +250,14 @@ def test_the_documented_tags_of_ppo_include_the_diagnostics():
     assert "Loss/PPOAlgorithm/explained_variance" not in agent
     sac, _ = expected_tags(FAMILIES["sac"])
     assert {f"Optimizer/SacAlgorithm/{k}/learning_rate" for k in range(3)} <= sac
+    bc, _ = expected_tags(FAMILIES["bc"])
+    assert {"Loss/BcAlgorithm/bc_loss", "Loss/BcAlgorithm/action_error",
+            "Optimizer/BcAlgorithm/0/grad_norm"} <= bc
+    assert "Loss/BcAlgorithm/critic_loss" not in bc  # IQL's rows are not BC's
+    iql, _ = expected_tags(FAMILIES["iql"])
+    assert {"Loss/IqlAlgorithm/value_loss", "Loss/IqlAlgorithm/weight",
+            "Value/IqlAlgorithm/target_q_mean", "Optimizer/IqlAlgorithm/1/grad_norm"} <= iql
+    assert "Loss/IqlAlgorithm/bc_loss" not in iql
 
 
 def test_ppo_clip_range_is_the_schedules_value_at_each_iteration(runs):
@@ -245,7 +275,7 @@ def test_ppo_clip_range_is_the_schedules_value_at_each_iteration(runs):
 def test_diagnostics_are_consistent(runs):
     """Statistics are ordered (min <= mean <= max, std >= 0) and finite; CartPole's
     returns vary, so the explained variance is defined and at most 1."""
-    for key in ("ppo", "a2c", "impala", "sac", "dqn", "agent"):
+    for key in ("ppo", "a2c", "impala", "sac", "dqn", "iql", "agent"):
         written = runs(key)
         prefixes = {t.rsplit("_", 1)[0] for t in written
                     if t.startswith("Value/") and t.endswith("_mean")}
