@@ -403,6 +403,18 @@ def parse_config(conf_file: Optional[str] = None, conf_params: Sequence[str] = (
     check_parent_bindings(binding_location)
 
 
+def binding_key(binding: str) -> Tuple[str, str]:
+    """``scope/module.Name.param[i] = value`` -> ``("module.Name", "param")``: the
+    configurable (as written, module kept) and the parameter a binding or key sets, with
+    the value, the scope and an element index ``[i]`` (:func:`element_binding`) dropped.
+    The one parsing of a key for the checks that decide what a binding may change (a
+    resume's, alf/trainers/resume_overrides.py; PBT's, alf/studies/pbt_params.py)."""
+    key = binding.split("=", 1)[0].strip().rsplit("/", 1)[-1]
+    key = key.split("[", 1)[0].strip()  # Agent.reward_weights[1]: the list
+    configurable, _, param = key.rpartition(".")
+    return configurable, param
+
+
 _ELEMENT = re.compile(r"^\s*(?P<key>[\w./]+)\s*\[\s*(?P<index>\d+)\s*\]\s*=(?P<value>.*)$",
                       re.S)
 

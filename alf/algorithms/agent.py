@@ -256,21 +256,38 @@ class Agent(RLAlgorithm):
     def set_reward_weights(self, weights: Sequence[float]) -> None:
         """Fix the weights from the next trained batch on, replacing any schedules in
         ``reward_weights`` for the rest of the run (every stored step's reward is
-        composed when it is trained on, so the change applies to all of them)."""
+        composed when it is trained on, so the change applies to all of them).
+
+        Takes ``RunContext.weights_lock`` (held already by a Trainer callback), under
+        which a learner thread reads the weights for its batch.
+
+        Raises:
+            ValueError: not one weight per reward column, or a weight not finite.
+        """
         w = torch.as_tensor(weights, dtype=torch.float32).reshape(-1)
         if w.numel() != self._reward_weights.numel():
             raise ValueError(f"Agent.set_reward_weights: {w.numel()} weights for "
                              f"{self._reward_weights.numel()} reward columns")
-        self._reward_weights.copy_(w)
-        self._reward_weights_fixed.fill_(True)
+        bad = (~torch.isfinite(w)).nonzero().flatten().tolist()
+        if bad:
+            i = bad[0]
+            raise ValueError(f"Agent.set_reward_weights: the weight of column {i} "
+                             f"({self.reward_column_names[i]}) is {w[i].item()}: each "
+                             "weight must be a finite number")
+        with self._context.weights_lock:
+            self._reward_weights.copy_(w)
+            self._reward_weights_fixed.fill_(True)
 
     def _current_reward_weights(self) -> torch.Tensor:
-        """The weights for this batch: the schedules at the run's progress, unless fixed."""
-        if self._scheduled and not bool(self._reward_weights_fixed):
-            progress = self._context.progress()
-            self._reward_weights.copy_(torch.tensor(
-                [float(s(progress)) for s in self._weight_schedules], dtype=torch.float32))
-        return self._reward_weights
+        """The weights ``[k]`` for this batch (a copy): the schedules at the run's progress,
+        unless fixed. Read under ``weights_lock``: the fixed flag and the weights together,
+        never between a callback's set_reward_weights (main thread) writing them."""
+        with self._context.weights_lock:
+            if self._scheduled and not bool(self._reward_weights_fixed):
+                progress = self._context.progress()
+                self._reward_weights.copy_(torch.tensor(
+                    [float(s(progress)) for s in self._weight_schedules], dtype=torch.float32))
+            return self._reward_weights.clone()
 
     # ----------------------------------------------------------- regime
     def uses_regime(self, name: str, config: Any) -> bool:

@@ -10,7 +10,10 @@ counts grow in :meth:`CountRewardModule.observe`, once per step when its unroll 
 stored, so under replay a step sampled many times is still one visit; the bonus is read
 for every trained batch. Codes index a table of ``table_size`` counts (``2^k`` by
 default: one count per code; a smaller table folds codes together, ``code mod
-table_size``, and shared counts only lower bonuses). No parameters: no optimizer and no
+table_size``, and shared counts only lower bonuses; above ``2^24`` counts the size must
+be given). In a data-parallel run each rank's new steps' count ids are gathered (not a
+dense table of counts all-reduced), so the exchange grows with the steps, not the table.
+No parameters: no optimizer and no
 gradient step (the counts and ``A`` are buffers, checkpointed, left off the actors).
 """
 from typing import Any, Optional
@@ -24,6 +27,9 @@ from alf.errors import ConfigError
 from alf.tensor_specs import TensorSpec
 from alf.utils.run_context import RunContext
 
+#: the most counts a table gets without an explicit ``table_size`` (2^24 int64: 128 MiB)
+MAX_DEFAULT_TABLE = 2 ** 24
+
 
 @alf.configurable
 class CountRewardModule(RewardModule):
@@ -34,7 +40,9 @@ class CountRewardModule(RewardModule):
             :class:`RewardModule`. The observation must be one tensor (flattened to
             ``D`` numbers for the projection).
         code_bits: ``k``, bits of the SimHash code (1 to 62).
-        table_size: number of counts (None: ``2^k``, one per code; at most ``2^k``).
+        table_size: number of counts (None: ``2^k``, one per code, for ``k`` up to 24;
+            at most ``2^k``). Codes are hashed into the table (``code mod table_size``):
+            a smaller table collides more codes into a shared count (lower bonuses).
         beta: the bonus scale.
         gamma, episodic: see :class:`RewardModule` (default: the RL algorithm's discount,
             episodic).
@@ -54,8 +62,16 @@ class CountRewardModule(RewardModule):
                               f"{observation_spec!r}")
         if not 1 <= int(code_bits) <= 62:
             raise ConfigError(f"{name}.code_bits = {code_bits} is out of range: 1 to 62")
-        size = 2 ** int(code_bits) if table_size is None else int(table_size)
-        if not 1 <= size <= 2 ** int(code_bits):
+        codes = 2 ** int(code_bits)
+        if table_size is None and codes > MAX_DEFAULT_TABLE:
+            raise ConfigError(
+                f"{name}.code_bits = {code_bits}: one count per code is 2^{code_bits} = "
+                f"{codes:,} counts ({codes * 8 / 2 ** 40:.1f} TiB); set {name}.table_size "
+                f"(e.g. {MAX_DEFAULT_TABLE:,}) to hash the codes into that many counts "
+                "(fewer counts: more codes collide and share one, which lowers their "
+                "bonus), or lower code_bits to 24 or less")
+        size = codes if table_size is None else int(table_size)
+        if not 1 <= size <= codes:
             raise ConfigError(f"{name}.table_size = {table_size} is out of range: 1 to "
                               f"2^code_bits = {2 ** int(code_bits)} (None: one count per code)")
         dim = max(1, int(torch.Size(observation_spec.shape).numel()))
@@ -78,11 +94,9 @@ class CountRewardModule(RewardModule):
         data-parallel run, so the counts stay identical on all ranks)."""
         buckets = self.bucket(observation)
         dp = self._context.data_parallel
-        if dp is None:
-            self.counts.index_add_(0, buckets, torch.ones_like(buckets))
-        else:
-            self.counts += dp.sum_over_ranks(
-                torch.bincount(buckets, minlength=self.counts.numel()))
+        if dp is not None:  # every rank's steps: the ids, not a dense table of counts
+            buckets = dp.cat_over_ranks(buckets)
+        self.counts.index_add_(0, buckets, torch.ones_like(buckets))
 
     @torch.no_grad()
     def reward(self, prev_observation: Any, prev_action: Any,

@@ -52,6 +52,14 @@ class DataParallel:
         statistics (:meth:`alf.utils.normalizers.RunningMeanVar.update`)."""
         return self.group.all_reduce_(tensor.clone(), "summing statistics over ranks")
 
+    def cat_over_ranks(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``tensor [n_r, ...]`` concatenated in rank order ``[sum n_r, ...]``
+        (identical on every rank, on ``tensor``'s device; the ``n_r`` may differ): e.g.
+        the count ids of each rank's new steps, far fewer than a dense table of counts
+        (:class:`alf.algorithms.count_reward_module.CountRewardModule`)."""
+        every = self.group.all_gather_object(tensor.cpu(), "gathering over ranks")
+        return torch.cat(every).to(tensor.device)
+
     def all_ranks(self, flag: bool) -> bool:
         """Whether ``flag`` holds on every rank (one tiny all-reduce): for decisions that
         depend on a rank's own data, e.g. whether its replay buffer is ready to train on,

@@ -26,7 +26,7 @@ from typing import Dict, FrozenSet
 
 import gin
 
-from alf.config import declared_mutable
+from alf.config import binding_key, declared_mutable
 from alf.config_subclass import forwarded_params
 from alf.errors import ConfigError
 
@@ -66,8 +66,7 @@ _SHORT = {name.rsplit(".", 1)[-1]: name for name in MUTABLE}  # Adam -> alf.opti
 def configurable_of(binding: str) -> "tuple[str, str]":
     """``lr/LinearSchedule.start`` -> ``("LinearSchedule", "start")`` (scope dropped,
     a short optimizer name completed to its registered one; an element ``[i]`` dropped)."""
-    key = binding.rsplit("/", 1)[-1].split("[", 1)[0]  # Agent.reward_weights[1]: the list
-    configurable, _, param = key.rpartition(".")
+    configurable, param = binding_key(binding)
     return _SHORT.get(configurable, configurable), param
 
 

@@ -13,16 +13,16 @@ compared with the built networks (alf/trainers/experiment_signature.py).
 """
 from typing import Dict, FrozenSet, Sequence
 
+from alf.config import binding_key
 from alf.errors import ConfigError
+from alf.utils.optimizers import param_group_params
 
 #: configurable (short name) -> parameters whose value the checkpoint restores
 RESTORED_STATE: Dict[str, FrozenSet[str]] = {
-    # an optimizer's param groups (all but the lr, which is set from its schedule at every
-    # step) are loaded with its state
-    "Adam": frozenset({"betas", "eps"}),
-    "AdamW": frozenset({"betas", "eps", "weight_decay"}),
-    "RMSprop": frozenset({"alpha", "eps", "momentum"}),
-    "SGD": frozenset({"momentum"}),
+    # an optimizer's param groups (torch's load_state_dict restores them whole; all but the
+    # lr, which is set from its schedule at every step): derived from each factory of
+    # alf.optimizers, so a parameter added to one is covered
+    **param_group_params(),
     # the initial value of a learned parameter (log alpha is in the checkpoint)
     "SacAlgorithm": frozenset({"initial_alpha"}),
 }
@@ -38,8 +38,7 @@ def check_resume_overrides(overrides: Sequence[str]) -> None:
         ConfigError: one line naming the binding, why it cannot apply and what to do.
     """
     for binding in overrides:
-        key = binding.split("=", 1)[0].strip().rsplit("/", 1)[-1]
-        configurable, _, param = key.rpartition(".")
+        configurable, param = binding_key(binding)  # Adam.betas[1]=...: Adam.betas
         short = configurable.rsplit(".", 1)[-1]
         if param in RESTORED_STATE.get(short, ()):
             raise ConfigError(

@@ -7,7 +7,7 @@ its networks exist. The factory also carries what torch optimizers do not:
 global-norm gradient clipping and a learning-rate schedule.
 """
 import inspect
-from typing import Annotated, Any, Dict, Iterable, Optional, Tuple, Type
+from typing import Annotated, Any, Dict, FrozenSet, Iterable, Optional, Tuple, Type
 
 import gin
 import torch
@@ -122,3 +122,22 @@ def SGD(lr: NonNegativeSchedule = 1e-2, momentum: NonNegative = 0.0,
     """
     return OptimizerFactory(torch.optim.SGD, lr, gradient_clipping, momentum=momentum,
                             **_fast_kwargs(torch.optim.SGD))
+
+
+#: a factory's parameters that stay with the factory; every other one is passed to the
+#: torch optimizer and so sits in its param groups
+_FACTORY_PARAMS = frozenset({"lr", "gradient_clipping"})
+
+
+def param_group_params() -> Dict[str, FrozenSet[str]]:
+    """Each optimizer factory here (short name) -> its parameters held in the torch
+    optimizer's param groups (all but ``lr`` and ``gradient_clipping``).
+
+    ``Optimizer.load_state_dict`` restores the param groups whole, so a resume's change to
+    one of these is undone by the checkpoint (alf/trainers/resume_overrides.py refuses it);
+    ``lr`` is in the groups too but set from its schedule before every step.
+    """
+    return {name: frozenset(inspect.signature(fn).parameters) - _FACTORY_PARAMS
+            for name, fn in globals().items()
+            if inspect.isfunction(fn) and fn.__module__ == __name__
+            and inspect.signature(fn).return_annotation is OptimizerFactory}

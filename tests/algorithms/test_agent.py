@@ -271,3 +271,39 @@ def test_a2c_with_rnd_composes_the_reward_while_acting_and_trains_the_module(
     opt = agent.reward_modules[0].optimizers()[0]
     steps = [float(s["step"]) for s in opt.state_dict()["state"].values()]
     assert steps and min(steps) == len(seen)  # one module step per unroll
+
+
+def test_the_weights_for_a_batch_are_read_under_the_weights_lock(clean_gin):
+    """A learner thread reads the weights (the fixed flag, then the schedules) under
+    ``weights_lock``, the lock a callback's set_reward_weights runs under: a callback's
+    weights are never overwritten by a schedule read that started before them."""
+    import threading
+    from alf.utils.schedules import LinearSchedule
+    agent = Agent(OBS, ACTION, reward_modules=[_Constant],
+                  reward_weights=[1.0, LinearSchedule(1.0, 0.0)])
+    agent.context.num_iterations, agent.context.iteration = 10, 5
+    agent.context.weights_lock = threading.RLock()
+    read = []
+    with agent.context.weights_lock:  # the main thread, as a callback is
+        learner = threading.Thread(target=lambda: read.append(agent._current_reward_weights()))
+        learner.start()
+        learner.join(timeout=0.5)
+        assert learner.is_alive() and not read  # waits for the lock
+        agent.set_reward_weights([0.5, 2.0])
+    learner.join(timeout=10)
+    assert not learner.is_alive()
+    assert torch.equal(read[0], torch.tensor([0.5, 2.0]))
+    assert torch.equal(agent.reward_weights, torch.tensor([0.5, 2.0]))
+    agent.set_reward_weights([0.25, 1.0])  # a later call: the batch's copy is its own
+    assert torch.equal(read[0], torch.tensor([0.5, 2.0]))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_set_reward_weights_refuses_a_weight_that_is_not_finite(clean_gin, bad):
+    agent = Agent(OBS, ACTION, reward_modules=[_Constant], reward_weights=[1.0, 0.5])
+    with pytest.raises(ValueError) as e:
+        agent.set_reward_weights([1.0, bad])
+    assert str(e.value) == (f"Agent.set_reward_weights: the weight of column 1 (Constant) "
+                            f"is {bad}: each weight must be a finite number")
+    assert torch.equal(agent.reward_weights, torch.tensor([1.0, 0.5]))
+    assert not bool(agent.state_dict()["_reward_weights_fixed"])

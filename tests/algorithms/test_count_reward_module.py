@@ -1,6 +1,8 @@
 """Reward modules without parameters, the store hook (``RewardModule.observe``: each
 collected step once, on the learner, in every regime) and ``CountRewardModule``
 (SimHash counts, Tang et al. 2017)."""
+import os
+
 import pytest
 import torch
 
@@ -271,3 +273,29 @@ def test_a_module_without_parameters_trains_from_the_command_line(alf_cli, tmp_p
     from alf.trainers.checkpointer import Checkpointer
     _, state, _ = Checkpointer(str(tmp_path / "run" / "train")).load_latest()
     assert float(state["algorithm"]["_reward_modules.0.counts"].sum()) == 64 - 2
+
+
+def test_a_default_table_too_large_is_one_error_suggesting_table_size(clean_gin):
+    """code_bits up to 62 with one count per code (2^k) tried to allocate terabytes (a
+    torch traceback); above 2^24 counts the table size must be chosen."""
+    with pytest.raises(ConfigError) as e:
+        CountRewardModule(OBS, ACTION, code_bits=40)
+    msg = str(e.value).splitlines()[0]  # gin adds the configurable's name on a line of its own
+    assert msg.startswith("CountRewardModule.code_bits = 40: one count per code is "
+                          "2^40 = 1,099,511,627,776 counts (8.0 TiB)")
+    assert "set CountRewardModule.table_size" in msg and "collide" in msg
+    assert CountRewardModule(OBS, ACTION, code_bits=24).counts.numel() == 2 ** 24
+    folded = CountRewardModule(OBS, ACTION, code_bits=40, table_size=1000)
+    assert folded.counts.numel() == 1000
+    assert int(folded.bucket(torch.randn(64, 2)).max()) < 1000
+
+
+def test_a_default_table_too_large_is_refused_by_the_cli_in_one_line(alf_cli, tmp_path):
+    alf_cli.write_gin(tmp_path, alf_cli.TINY_PPO + COUNT.replace(
+        "CountRewardModule.code_bits = 8", "CountRewardModule.code_bits = 40"))
+    done = alf_cli.run("alf.bin.train", ["--conf", "tiny.gin", "--root_dir", "run"], tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "CountRewardModule.code_bits = 40" in lines[0] and "table_size" in lines[0]
+    assert not (tmp_path / "run").exists() or not os.listdir(tmp_path / "run")

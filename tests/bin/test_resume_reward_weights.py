@@ -85,6 +85,11 @@ def test_weights_fixed_by_the_api_persist_unless_the_config_changes(run, alf_cli
 @pytest.mark.parametrize("param,why", [
     ("alf.optimizers.Adam.betas=(0.5, 0.9)", "Adam.betas"),
     ("rnd/alf.optimizers.Adam.eps=1e-5", "Adam.eps"),
+    # one element of a tuple: applied through element_binding, undone all the same
+    ("rnd/alf.optimizers.Adam.betas[1]=0.99", "Adam.betas"),
+    # in torch's param groups too (Optimizer.load_state_dict restores them whole)
+    ("rnd/alf.optimizers.Adam.weight_decay=0.1", "Adam.weight_decay"),
+    ("rnd/alf.optimizers.Adam.amsgrad=True", "Adam.amsgrad"),
 ])
 def test_a_resume_refuses_a_change_the_checkpoint_would_undo(run, alf_cli, param, why):
     """An optimizer's betas/eps are restored with its state: the change cannot apply, so
