@@ -44,6 +44,7 @@ from alf.errors import NonFiniteError, UserError
 #: a parameter larger than this in magnitude counts as diverged: its square overflows fp32
 #: and bf16 (both top out at 3.4e38), so a layer multiplying two such values gives inf
 PARAM_LIMIT = 2.0 ** 64
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 _Entries = Sequence[Tuple[Any, Any, List[torch.Tensor]]]  # (optimizer, factory, params)
 
@@ -60,6 +61,24 @@ def max_abs(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
                             .float().to(first.device) if t.numel() else
                             torch.zeros((), device=first.device) for t in tensors]).max()
     return torch.stack(torch._foreach_norm(tensors, math.inf)).max().float()
+
+
+def within(tensors: Sequence[torch.Tensor], limit: float, may_read: bool) -> torch.Tensor:
+    """0-d bool tensor: every element of ``tensors`` is finite and ``|x| <= limit``
+    (``limit`` may be inf: finiteness only). Exactly ``max_abs(tensors) <= limit``, but where
+    ``may_read`` (the CPU) it first takes the L2 norm of each tensor, one foreach kernel that
+    bounds its largest ``|x|`` from above: the infinity norm has no vectorised CPU kernel
+    (~1,000 us against ~120 us for SAC's 0.5M parameters, measured for issue 39), so the
+    exact :func:`max_abs` runs only when the L2 bound does not already settle it (a value
+    past the limit, a NaN, or a sum of squares that overflows)."""
+    if may_read and all(not t.is_sparse for t in tensors) and \
+            len({(t.device, t.dtype) for t in tensors}) == 1:
+        bound = min(limit, _FLOAT32_MAX)  # an inf or NaN norm fails ``<= bound``, as it should
+        # one float() per tensor: cheaper than stacking the norms and reducing them (~40 us)
+        if all(float(n) <= bound for n in torch._foreach_norm([t.detach() for t in tensors])):
+            return torch.tensor(True)
+    peak = max_abs(tensors)
+    return peak <= limit if math.isfinite(limit) else torch.isfinite(peak)
 
 
 def first_non_finite(named: Iterable[Tuple[str, Any]]) -> Optional[Tuple[str, str]]:
@@ -124,8 +143,11 @@ class FiniteGuard:
     def after_backward(self, context: Any, loss: torch.Tensor, entries: _Entries) -> None:
         """Note whether the total ``loss`` is finite; data-parallel: a non-finite loss turns
         one gradient into NaN so that every rank sees it after the all-reduce."""
-        ok = torch.isfinite(loss.detach())
-        self._loss_ok = ok if self._deferred(ok) else bool(ok)
+        if self._deferred(loss):
+            ok = self._loss_ok = torch.isfinite(loss.detach())
+        else:  # float() of a 0-d CPU tensor: a fifth of torch.isfinite's cost
+            self._loss_ok = math.isfinite(float(loss.detach()))
+            ok = torch.tensor(self._loss_ok)
         if context.data_parallel is None or self._loss_ok is True:
             return
         grad = next((p.grad for _, _, ps in entries for p in ps if p.grad is not None), None)
@@ -135,7 +157,8 @@ class FiniteGuard:
     def before_step(self, algorithm: Any, loss_info: Any, entries: _Entries) -> None:
         """Raise (CPU) or note (CUDA) a non-finite loss or gradient, before any step."""
         grads = [p.grad for _, _, ps in entries for p in ps if p.grad is not None]
-        grads_ok = torch.isfinite(max_abs(grads)) if grads else torch.tensor(True)
+        grads_ok = (within(grads, math.inf, self._may_read(grads)) if grads
+                    else torch.tensor(True))
         local = algorithm.context.data_parallel is None  # else the loss is in the gradients
         if self._deferred(grads_ok):
             self._defer(grads_ok & self._loss_ok if local else grads_ok,
@@ -149,7 +172,7 @@ class FiniteGuard:
         params = [p for _, _, ps in entries for p in ps]
         if not params:
             return
-        ok = max_abs(params) <= PARAM_LIMIT  # False for NaN too
+        ok = within(params, PARAM_LIMIT, self._may_read(params))  # False for NaN too
         if self._deferred(ok):
             self._defer(ok, (algorithm, loss_info, entries))
         elif not bool(ok):
@@ -203,6 +226,10 @@ class FiniteGuard:
         raise explained from error
 
     # ------------------------------------------------------------------ internals
+    def _may_read(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Whether a check of ``tensors`` may read a number now (not deferred)."""
+        return not self._deferred(tensors[0])
+
     def _deferred(self, flag: torch.Tensor) -> bool:
         return flag.device.type != "cpu" if self._defer_always is None else self._defer_always
 

@@ -151,3 +151,27 @@ def test_a_failed_check_is_recorded_before_it_raises_and_raised_again_elsewhere(
     with pytest.raises(NonFiniteError) as again:
         guard.raise_if_failed()
     assert str(again.value) == str(first.value) and again.value is not first.value
+
+
+def test_within_agrees_with_the_exact_max_on_every_kind_of_value():
+    """The CPU's L2-first check decides exactly as ``max_abs(x) <= limit`` (finiteness for an
+    infinite limit): NaN, +-inf, past the limit, and many values whose sum of squares
+    overflows though each is within the limit."""
+    import math
+    from alf.utils.finite_guard import PARAM_LIMIT, max_abs, within
+    cases = [
+        [torch.randn(64, 64), torch.randn(64)],
+        [torch.randn(8), torch.tensor([math.nan])],
+        [torch.randn(8), torch.tensor([math.inf, 1.0])],
+        [torch.tensor([-math.inf])],
+        [torch.full((4,), 3e19)],                 # past 2**64, finite
+        [torch.full((10,), 1.5e19)],              # within 2**64; the L2 sum overflows fp32
+        [torch.full((10,), 1e30), torch.zeros(3)],
+        [torch.randn(16).bfloat16()],
+    ]
+    for tensors in cases:
+        for limit in (PARAM_LIMIT, math.inf):
+            peak = max_abs(tensors)
+            exact = bool(peak <= limit) if math.isfinite(limit) else bool(torch.isfinite(peak))
+            for may_read in (True, False):
+                assert bool(within(tensors, limit, may_read)) == exact, (tensors, limit)
