@@ -37,6 +37,10 @@ NOT_RUN: List[Tuple[str, str]] = [
     (r"minari_dataset import --id=mujoco/",
      "needs that Minari dataset in the local cache (`minari download`, network access)"),
     (r"^wandb sync ", "uploads to wandb.ai: needs network access and a W&B account"),
+    (r"--(study|root)_dir=runs/results/",
+     "a row of docs/results.md: hours of training at the field's budget; "
+     "tests/docs/test_results_page.py parses it (its --conf exists, every --conf_param "
+     "binds)"),
     (r"--root_dir=runs/offline/hybrid_hc_seed0",
      "trains on runs/offline/data/halfcheetah_medium, which bench/offline_pipeline.py "
      "(a benchmark, not run) makes"),

@@ -1,4 +1,5 @@
-"""The MuJoCo PPO examples (``ppo_halfcheetah.gin``, ``ppo_hopper.gin``) parse,
+"""The MuJoCo PPO examples (``ppo_halfcheetah.gin``, ``ppo_hopper.gin``,
+``ppo_walker2d.gin``) parse,
 build and train.
 
 Each test parses the real example file, shrinks the run to 2 iterations of a
@@ -41,7 +42,8 @@ TINY = [
 
 # (example, env id, observation size, action size)
 EXAMPLES = [("ppo_halfcheetah.gin", "HalfCheetah-v5", 17, 6),
-            ("ppo_hopper.gin", "Hopper-v5", 11, 3)]
+            ("ppo_hopper.gin", "Hopper-v5", 11, 3),
+            ("ppo_walker2d.gin", "Walker2d-v5", 17, 6)]
 
 
 def _normalizer_stats(transformer: SequentialDataTransformer):
