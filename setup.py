@@ -21,6 +21,8 @@ setup(
         "numpy>=1.23",
         "gymnasium[classic-control]>=1.0",
         "tensorboard>=2.10",
+        # TensorBoard's own CRC-32C is pure Python (alf/trainers/event_file_speed.py)
+        "google-crc32c>=1.5",
         "optree>=0.10",
     ],
     # which extras each command needs (and the hint a missing one prints): alf/bin/extras.py;

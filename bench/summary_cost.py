@@ -14,7 +14,8 @@ small, known amount more.
 
 What it runs: each case's gin file (``alf/examples``) as ``alf.bin.train`` builds it
 (``build_learner``: env, algorithm, optimizers, replay buffer, on the config's device),
-with a real ``SummaryWriter`` in a temporary directory, then ``--warmup`` iterations
+with the run's own summary writer (``open_summary_writer``, as ``alf.bin.train`` opens it)
+in a temporary directory, then ``--warmup`` iterations
 (and until the first gradient step: off-policy cases collect random steps first),
 then ``--iterations`` timed iterations of ``Learner.run_iteration`` (unroll, train,
 the algorithm's summaries; not the Trainer's few episode / speed scalars, checkpoints
@@ -54,10 +55,9 @@ MODES = ("every", "default", "never")
 def build(conf: str, params: Sequence[str], mode: str, total_iterations: int,
           log_dir: str) -> Any:
     """A prepared Learner of ``conf`` whose run context summarises as ``mode`` says."""
-    from torch.utils.tensorboard import SummaryWriter
-
     from alf import config as alf_config
     from alf.trainers.learner_builder import build_learner
+    from alf.trainers.summary_writer import open_summary_writer
     from alf.trainers.trainer_config import TrainerConfig
     from alf.utils.run_context import RunContext
     from alf.utils.seeding import set_random_seed
@@ -68,7 +68,7 @@ def build(conf: str, params: Sequence[str], mode: str, total_iterations: int,
     interval = 1 if mode == "every" else config.summary_interval
     context = RunContext(total_iterations, 0, summary_interval=interval,
                          summarize_first_interval=False,
-                         summary_writer=None if mode == "never" else SummaryWriter(log_dir))
+                         summary_writer=None if mode == "never" else open_summary_writer(log_dir))
     return build_learner(config, context, alf_config.config_text())
 
 
