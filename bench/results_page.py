@@ -8,7 +8,7 @@
 the run directories its ``runs`` column names (a glob, relative to the repository root,
 over ``.../seed_<s>`` directories: what ``alf.bin.sweep`` or ``--root_dir=.../seed_<s>``
 makes) into ``docs/results_data/<key>/seed_<s>/``, with the host facts of the run's first
-start (``run_info/start-0000.json``) as ``machine.json``. Run it while long runs go on:
+start and the alf commit of each start (``run_info/start-*.json``) as ``machine.json``. Run it while long runs go on:
 the page then lists the seeds still running and the env steps they have reached, and the
 curves committed so far survive the machine. The figures and the page are computed from
 those kept files only (``bench/results_rows.py`` says how), so ``--check`` (and
@@ -81,16 +81,37 @@ def collect(rows: Sequence[Dict[str, str]], data_dir: str = DATA_DIR) -> List[st
             for f in CURVE_FILES:
                 if os.path.exists(os.path.join(run_dir, f)):
                     shutil.copyfile(os.path.join(run_dir, f), os.path.join(dest, f))
-            start = os.path.join(run_dir, "run_info", "start-0000.json")
-            if os.path.exists(start):
-                with open(start) as f:
-                    host = json.load(f).get("host", {})
-                facts = {k: host.get(k) for k in ("cpu_model", "usable_cpus", "cpu_count")}
+            facts = run_facts(run_dir)
+            if facts:
                 with open(os.path.join(dest, MACHINE_FILE), "w") as f:
                     json.dump(facts, f, indent=1, sort_keys=True)
                     f.write("\n")
             copied.append(dest)
     return copied
+
+
+def run_facts(run_dir: str) -> Dict[str, object]:
+    """The host of a run's first start (``run_info/start-*.json``: CPU model, CPUs it
+    could use, CPUs of the machine) and the alf commit of every start (``+`` marks a
+    start with uncommitted changes: the patch is beside its record); ``{}`` when the run
+    recorded none."""
+    starts = sorted(glob.glob(os.path.join(run_dir, "run_info", "start-*.json")))
+    records = []
+    for path in starts:
+        with open(path) as f:
+            records.append(json.load(f))
+    if not records:
+        return {}
+    host = records[0].get("host", {})
+    facts: Dict[str, object] = {k: host.get(k) for k in ("cpu_model", "usable_cpus",
+                                                          "cpu_count")}
+    commits = []
+    for r in records:
+        git = (r.get("alf") or {}).get("git") or {}
+        if git.get("commit"):
+            commits.append(git["commit"][:7] + ("+" if git.get("dirty") else ""))
+    facts["commits"] = sorted(set(commits), key=commits.index)
+    return facts
 
 
 def _num(text: str) -> str:

@@ -151,9 +151,15 @@ def _aggregate(scores: List[float]) -> List[str]:
 
 
 def _machine(seeds: List[Seed]) -> str:
-    names = sorted({f"{s.machine.get('cpu_model', 'unknown CPU')}, "
-                    f"{s.machine.get('usable_cpus', '?')} CPUs" for s in seeds if s.machine})
-    return "; ".join(names)
+    """The CPUs the seeds ran on and the alf commits they ran (``+``: with local changes,
+    kept as a patch in the run's ``run_info``)."""
+    names = sorted({f"{s.machine.get('cpu_model', 'unknown CPU')} ({s.machine.get('cpu_count', '?')} "
+                    f"CPUs, {s.machine.get('usable_cpus', '?')} per run)"
+                    for s in seeds if s.machine})
+    commits: List[str] = []
+    for s in seeds:
+        commits += [c for c in s.machine.get("commits", []) if c not in commits]
+    return "; ".join(names) + (f"; alf {', '.join(commits)}" if commits else "")
 
 
 def measure(row: Dict[str, str], data_dir: str = DATA_DIR) -> Dict[str, str]:

@@ -152,12 +152,18 @@ def test_collect_keeps_the_curves_and_the_machine(tmp_path, monkeypatch):
     (run / "run_info").mkdir(parents=True)
     (run / "progress.csv").write_text("iteration,env_steps,wall_time_s,average_return\n"
                                       "0,10,1.0,2.0\n")
-    (run / "run_info" / "start-0000.json").write_text(
-        '{"host": {"cpu_model": "Some CPU", "usable_cpus": 1, "cpu_count": 2}}')
+    (run / "run_info" / "start-0001.json").write_text(
+        '{"host": {"cpu_model": "Some CPU", "usable_cpus": 1, "cpu_count": 2},'
+        ' "alf": {"git": {"commit": "090f6605e79c", "dirty": true}}}')
+    (run / "run_info" / "start-0002.json").write_text(  # resumed elsewhere, later code
+        '{"host": {"cpu_model": "Other CPU", "usable_cpus": 2, "cpu_count": 2},'
+        ' "alf": {"git": {"commit": "bf860f4aaaaa", "dirty": false}}}')
     monkeypatch.setattr(results_page, "REPO_ROOT", str(tmp_path))
     row = dict(ROWS[0], key="k", runs="runs/r/seed_*")
     kept = results_page.collect([row], data_dir=str(tmp_path / "kept"))
     assert kept == [str(tmp_path / "kept" / "k" / "seed_3")]
     seed = results_rows.read_seed(kept[0])
     assert seed.seed == 3 and list(seed.train.values) == [2.0]
-    assert seed.machine == {"cpu_model": "Some CPU", "usable_cpus": 1, "cpu_count": 2}
+    assert seed.machine == {"cpu_model": "Some CPU", "usable_cpus": 1, "cpu_count": 2,
+                            "commits": ["090f660+", "bf860f4"]}
+    assert results_rows._machine([seed]) == "Some CPU (2 CPUs, 1 per run); alf 090f660+, bf860f4"
