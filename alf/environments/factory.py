@@ -20,7 +20,9 @@ from alf.config_ranges import NonNegativeInt, PositiveInt
 from alf.environments import backends as _backends
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariOptions, atari_options, is_atari_spec
+from alf.environments.env_checker import check_environment
 from alf.environments.env_ids import find_env_spec
+from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
 
 
@@ -50,7 +52,9 @@ def create_environment(env_name: str = "CartPole-v1",
                        atari: Optional[AtariOptions] = None,
                        env_id_offset: NonNegativeInt = 0,
                        num_threads: Optional[int] = None,
-                       report_executed_action: bool = False) -> AlfEnvironment:
+                       report_executed_action: bool = False,
+                       check_env: bool = True,
+                       check_values: bool = True) -> AlfEnvironment:
     """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
 
     Args:
@@ -96,6 +100,14 @@ def create_environment(env_name: str = "CartPole-v1",
         report_executed_action: ``TimeStep.prev_action`` is the action the env executed
             (clipped to a Box, or the env's ``info["executed_action"]``), not the
             agent's request (``TrainerConfig.overwrite_policy_output``).
+        check_env: before the env is built, check one copy of it (its spaces, one
+            ``reset()`` and one ``step()`` against gymnasium's API and the spaces: see
+            :mod:`alf.environments.env_checker`); a mistake is one line naming the env id,
+            the call and the fix (exit status 2, nothing written). Once per process per
+            env; False skips it (an env too expensive to build twice).
+        check_values: check every step's float observations and rewards for NaN/inf
+            (vectorised over the batch, a few microseconds a step); one is one line naming
+            the env id, the env's index and its step (exit status 1). False turns it off.
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
@@ -116,9 +128,14 @@ def create_environment(env_name: str = "CartPole-v1",
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
         atari=atari, env_id_offset=int(env_id_offset),
         num_threads=None if num_threads is None else int(num_threads))
+    if check_env:
+        check_environment(request)
     if backend == "auto":
         backend = _backends.select_auto_backend(request, spec)
-    return _build(backend, request, report_executed_action)
+    env = _build(backend, request, report_executed_action)
+    if check_values and isinstance(env, GymVectorEnvironment):
+        env.check_finite_values()
+    return env
 
 
 def _build(backend: str, request: "_backends.EnvRequest",
