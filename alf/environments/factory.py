@@ -100,14 +100,8 @@ def create_environment(env_name: str = "CartPole-v1",
         report_executed_action: ``TimeStep.prev_action`` is the action the env executed
             (clipped to a Box, or the env's ``info["executed_action"]``), not the
             agent's request (``TrainerConfig.overwrite_policy_output``).
-        check_env: before the env is built, check one copy of it (its spaces, one
-            ``reset()`` and one ``step()`` against gymnasium's API and the spaces: see
-            :mod:`alf.environments.env_checker`); a mistake is one line naming the env id,
-            the call and the fix (exit status 2, nothing written). Once per process per
-            env; False skips it (an env too expensive to build twice).
-        check_values: check every step's float observations and rewards for NaN/inf
-            (vectorised over the batch, a few microseconds a step); one is one line naming
-            the env id, the env's index and its step (exit status 1). False turns it off.
+        check_env: first check one copy of the env (:mod:`alf.environments.env_checker`).
+        check_values: check each step for NaN/inf (:mod:`alf.environments.value_check`).
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
@@ -120,28 +114,35 @@ def create_environment(env_name: str = "CartPole-v1",
                      num_threads)
     spec = find_env_spec(env_name)
     atari, max_episode_steps = _resolve_atari(env_name, spec, atari, max_episode_steps)
-    request = _backends.EnvRequest(
-        env_name=env_name, num_envs=int(num_parallel_environments), seed=int(seed),
+    request = _request(env_name, num_parallel_environments, seed, env_kwargs, gym_wrappers,
+                       render_mode, max_episode_steps, atari, env_id_offset, num_threads)
+    if check_env:
+        check_environment(request)
+    if backend == "auto":
+        backend = _backends.select_auto_backend(request, spec)
+    return _build(backend, request, report_executed_action, check_values)
+
+
+def _request(env_name: str, num_envs: int, seed: int, env_kwargs: Optional[dict],
+             gym_wrappers: Sequence[Callable], render_mode: Optional[str],
+             max_episode_steps: Optional[int], atari: Optional[AtariOptions],
+             env_id_offset: int, num_threads: Optional[int]) -> "_backends.EnvRequest":
+    """The :class:`EnvRequest` of :func:`create_environment`'s (checked) arguments."""
+    return _backends.EnvRequest(
+        env_name=env_name, num_envs=int(num_envs), seed=int(seed),
         env_kwargs=dict(env_kwargs or {}),
         gym_wrappers=tuple(_with_gin_bindings(w) for w in gym_wrappers),
         render_mode=render_mode,
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
         atari=atari, env_id_offset=int(env_id_offset),
         num_threads=None if num_threads is None else int(num_threads))
-    if check_env:
-        check_environment(request)
-    if backend == "auto":
-        backend = _backends.select_auto_backend(request, spec)
-    env = _build(backend, request, report_executed_action)
-    if check_values and isinstance(env, GymVectorEnvironment):
-        env.check_finite_values()
-    return env
 
 
-def _build(backend: str, request: "_backends.EnvRequest",
-           report_executed_action: bool) -> AlfEnvironment:
+def _build(backend: str, request: "_backends.EnvRequest", report_executed_action: bool,
+           check_values: bool = False) -> AlfEnvironment:
     """The env ``backend`` builds for ``request`` (its options and optional packages
-    checked first), reporting executed actions if asked (closed again if that fails)."""
+    checked first), reporting executed actions if asked (closed again if that fails), its
+    values checked for NaN/inf if asked (a :class:`GymVectorEnvironment`'s)."""
     _backends.check_backend_request(backend, request)
     try:
         env = _backends.get_backend(backend).builder(request)
@@ -154,6 +155,8 @@ def _build(backend: str, request: "_backends.EnvRequest",
         except BaseException:
             env.close()
             raise
+    if check_values and isinstance(env, GymVectorEnvironment):
+        env.check_finite_values()
     return env
 
 
