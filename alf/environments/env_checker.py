@@ -149,7 +149,10 @@ def _check_step_result(who: str, env: gym.Env, result: Any) -> None:
 
 
 def _is_real(value: Any) -> bool:
-    return np.issubdtype(np.asarray(value).dtype, np.number) and not np.iscomplexobj(value)
+    """A real number (bool included: SyncVectorEnv stores it as 0.0/1.0)."""
+    dtype = np.asarray(value).dtype
+    return (np.issubdtype(dtype, np.number) or dtype == np.bool_) and \
+        not np.issubdtype(dtype, np.complexfloating)
 
 
 def _check_observation(who: str, call: str, obs: Any, space: spaces.Space) -> None:
