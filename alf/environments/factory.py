@@ -7,6 +7,8 @@ Gin usage::
     create_environment.backend = "auto"   # vector | sync | threads | async | ale_vector | envpool | auto
     create_environment.gym_wrappers = [@MaskVelocityWrapper]
     atari_options.sticky_action_prob = 0.25  # Atari ids: see alf.environments.atari
+    create_environment.check_env = False     # skip the start-up check (env_checker.py)
+    create_environment.check_values = False  # skip the per-step NaN/inf check (value_check.py)
 """
 import dataclasses
 import functools
