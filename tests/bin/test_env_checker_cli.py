@@ -121,8 +121,9 @@ def test_a_nan_during_the_run_stops_it_naming_env_index_and_step(alf_cli, tmp_pa
 def test_values_check_off_lets_the_nan_through(alf_cli, tmp_path):
     """``check_values=False`` turns the per-step check off (the finite guard of the
     training step is what stops the run then, or nothing does)."""
-    result, _ = _train(alf_cli, tmp_path, ["create_environment.env_kwargs={'mistake': 'nan_reward'}",
-                                           "create_environment.check_values=False"])
+    result, root = _train(alf_cli, tmp_path, ["create_environment.env_kwargs={'mistake': 'nan_reward'}",
+                                              "create_environment.check_values=False"])
+    assert (root / "config.gin").is_file(), result.stderr  # the binding is known; the run ran
     assert "returned a NaN reward" not in result.stderr
 
 
@@ -138,4 +139,5 @@ def test_check_env_off_skips_the_start_check(alf_cli, tmp_path):
     result, root = _train(alf_cli, tmp_path, ["create_environment.env_kwargs={'mistake': 'reset_raises'}",
                                               "create_environment.check_env=False"])
     assert result.returncode != 0
+    assert (root / "config.gin").is_file(), result.stderr  # it failed in the run, not before
     assert "my reset bug" in result.stderr
