@@ -52,3 +52,16 @@ class NonFiniteCheckpointError(CheckpointError):
     """A checkpoint holds a non-finite tensor (written by a run that diverged before the
     finite-value guard existed, or with it turned off): ``play`` and a resume refuse it
     (exit status 2) instead of acting with NaN weights."""
+
+
+class EnvCheckError(UserError):
+    """A user's environment does not keep gymnasium's contract or its own spaces (found by
+    :mod:`alf.environments.env_checker` with one reset and one step before anything is
+    written): one line naming the env id, the call, the space and the fix; exit status 2."""
+
+
+class NonFiniteEnvValueError(RunFailedError):
+    """An environment returned a NaN or infinite observation or reward during a run (the
+    per-step check of :class:`~alf.environments.gym_environment.GymVectorEnvironment`):
+    one line naming the env id, the env's index and its step; exit status 1, before the
+    value reaches the agent (the newest checkpoint is kept)."""

@@ -80,11 +80,25 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
             kwargs["render_mode"] = request.render_mode
         env = gym.make(request.env_name, **kwargs)
     for wrapper in request.gym_wrappers:
-        env = wrapper(env)
+        wrapped = wrapper(env)
+        if not isinstance(wrapped, gym.Env):
+            raise UserError(
+                f"create_environment.gym_wrappers: {_callable_name(wrapper)}(env) returned "
+                f"{type(wrapped).__name__ if wrapped is not None else 'None'}, not a gymnasium "
+                "Env: a wrapper must return the wrapped env (e.g. `return "
+                "gym.wrappers.ClipReward(env, -1, 1)`, or a gym.Wrapper subclass)")
+        env = wrapped
     env = carry_vector_reward(env)  # a [d] reward rides in info (alf/environments/vector_reward.py)
     env.action_space.seed(request.seed + request.env_id_offset + index)
     env.observation_space.seed(request.seed + request.env_id_offset + index)
     return env
+
+
+def _callable_name(fn: Callable) -> str:
+    """``fn``'s name for a message (through ``functools.partial``, gin's bindings)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def _env_fns(request: EnvRequest):

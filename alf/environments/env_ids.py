@@ -6,8 +6,9 @@
 - ``MiniGrid-...`` and ``BabyAI-...`` ids import ``minigrid`` lazily (it registers
   them); a missing minigrid is a :class:`UserError` naming ``pip install -e .[minigrid]``.
 - ``"module:Env-v0"`` ids import ``module`` first (gymnasium's convention).
-- An unknown id raises :class:`EnvironmentNotFoundError` with up to three
-  close matches from ``gymnasium.registry``.
+- An unknown id raises :class:`EnvironmentNotFoundError` saying how to make a user's
+  own id known (``import my_module`` in the gin file, or ``"my_module:Env-v0"``) and
+  listing up to three close matches from ``gymnasium.registry``.
 
 Runs in env worker processes too (``spawn``/``forkserver`` children start
 with gymnasium's default registry), so it must stay cheap and side-effect free
@@ -91,9 +92,14 @@ def _not_found_message(env_id: str) -> str:
         lower = {i.lower(): i for i in ids}
         close = [lower[c] for c in difflib.get_close_matches(env_id.lower(), list(lower), n=3, cutoff=0.6)]
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return (f"Unknown environment '{env_id}'.{hint} Atari ids start with 'ALE/' (needs "
-            f"`{_ATARI_HINT}`); run `python -c \"import gymnasium; gymnasium.pprint_registry()\"` "
-            f"to list every registered id.")
+    # a user's own id is unknown when the module that registers it was not imported
+    custom = (f" If it is your own env, import the module that registers it "
+              f"(gymnasium.register) first: add `import my_module` to the gin file (a "
+              f"my_module.py next to the gin file is found), or write the id as "
+              f"'my_module:{env_id}'.") if not env_id.startswith("ALE/") else ""
+    return (f"Unknown environment '{env_id}'.{custom}{hint} Atari ids start with 'ALE/' "
+            f"(needs `{_ATARI_HINT}`); run `python -c \"import gymnasium; "
+            f"gymnasium.pprint_registry()\"` to list every registered id.")
 
 
 def _check_dependencies(env_name: str, spec: EnvSpec) -> None:

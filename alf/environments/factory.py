@@ -7,6 +7,8 @@ Gin usage::
     create_environment.backend = "auto"   # vector | sync | threads | async | ale_vector | envpool | auto
     create_environment.gym_wrappers = [@MaskVelocityWrapper]
     atari_options.sticky_action_prob = 0.25  # Atari ids: see alf.environments.atari
+    create_environment.check_env = False     # skip the start-up check (env_checker.py)
+    create_environment.check_values = False  # skip the per-step NaN/inf check (value_check.py)
 """
 import dataclasses
 import functools
@@ -20,7 +22,9 @@ from alf.config_ranges import NonNegativeInt, PositiveInt
 from alf.environments import backends as _backends
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariOptions, atari_options, is_atari_spec
+from alf.environments.env_checker import check_environment
 from alf.environments.env_ids import find_env_spec
+from alf.environments.gym_environment import GymVectorEnvironment
 from alf.errors import UserError
 
 
@@ -50,7 +54,9 @@ def create_environment(env_name: str = "CartPole-v1",
                        atari: Optional[AtariOptions] = None,
                        env_id_offset: NonNegativeInt = 0,
                        num_threads: Optional[int] = None,
-                       report_executed_action: bool = False) -> AlfEnvironment:
+                       report_executed_action: bool = False,
+                       check_env: bool = True,
+                       check_values: bool = True) -> AlfEnvironment:
     """Build ``num_parallel_environments`` copies of a gymnasium env as one batched env.
 
     Args:
@@ -96,6 +102,8 @@ def create_environment(env_name: str = "CartPole-v1",
         report_executed_action: ``TimeStep.prev_action`` is the action the env executed
             (clipped to a Box, or the env's ``info["executed_action"]``), not the
             agent's request (``TrainerConfig.overwrite_policy_output``).
+        check_env: first check one copy of the env (:mod:`alf.environments.env_checker`).
+        check_values: check each step for NaN/inf (:mod:`alf.environments.value_check`).
 
     Returns:
         an :class:`AlfEnvironment` with ``batch_size == num_parallel_environments``.
@@ -108,23 +116,35 @@ def create_environment(env_name: str = "CartPole-v1",
                      num_threads)
     spec = find_env_spec(env_name)
     atari, max_episode_steps = _resolve_atari(env_name, spec, atari, max_episode_steps)
-    request = _backends.EnvRequest(
-        env_name=env_name, num_envs=int(num_parallel_environments), seed=int(seed),
+    request = _request(env_name, num_parallel_environments, seed, env_kwargs, gym_wrappers,
+                       render_mode, max_episode_steps, atari, env_id_offset, num_threads)
+    if check_env:
+        check_environment(request)
+    if backend == "auto":
+        backend = _backends.select_auto_backend(request, spec)
+    return _build(backend, request, report_executed_action, check_values)
+
+
+def _request(env_name: str, num_envs: int, seed: int, env_kwargs: Optional[dict],
+             gym_wrappers: Sequence[Callable], render_mode: Optional[str],
+             max_episode_steps: Optional[int], atari: Optional[AtariOptions],
+             env_id_offset: int, num_threads: Optional[int]) -> "_backends.EnvRequest":
+    """The :class:`EnvRequest` of :func:`create_environment`'s (checked) arguments."""
+    return _backends.EnvRequest(
+        env_name=env_name, num_envs=int(num_envs), seed=int(seed),
         env_kwargs=dict(env_kwargs or {}),
         gym_wrappers=tuple(_with_gin_bindings(w) for w in gym_wrappers),
         render_mode=render_mode,
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps),
         atari=atari, env_id_offset=int(env_id_offset),
         num_threads=None if num_threads is None else int(num_threads))
-    if backend == "auto":
-        backend = _backends.select_auto_backend(request, spec)
-    return _build(backend, request, report_executed_action)
 
 
-def _build(backend: str, request: "_backends.EnvRequest",
-           report_executed_action: bool) -> AlfEnvironment:
+def _build(backend: str, request: "_backends.EnvRequest", report_executed_action: bool,
+           check_values: bool = False) -> AlfEnvironment:
     """The env ``backend`` builds for ``request`` (its options and optional packages
-    checked first), reporting executed actions if asked (closed again if that fails)."""
+    checked first), reporting executed actions if asked (closed again if that fails), its
+    values checked for NaN/inf if asked (a :class:`GymVectorEnvironment`'s)."""
     _backends.check_backend_request(backend, request)
     try:
         env = _backends.get_backend(backend).builder(request)
@@ -137,6 +157,8 @@ def _build(backend: str, request: "_backends.EnvRequest",
         except BaseException:
             env.close()
             raise
+    if check_values and isinstance(env, GymVectorEnvironment):
+        env.check_finite_values()
     return env
 
 

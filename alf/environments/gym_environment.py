@@ -31,6 +31,7 @@ from gymnasium.vector import AutoresetMode
 from alf.data_structures import StepType, TimeStep
 from alf.environments import spec_utils
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.value_check import FiniteValueCheck
 from alf.environments.vector_reward import batched_reward_vector, reward_dim_of
 from alf.errors import UserError
 from alf.tensor_specs import TensorSpec, zeros_from_spec
@@ -148,6 +149,7 @@ class GymVectorEnvironment(AlfEnvironment):
         self._any_reset = False
         self._needs_reset = True
         self._seeded = False
+        self._values: Optional[FiniteValueCheck] = None  # check_finite_values()
 
     # ----------------------------------------------------------------- specs
     @property
@@ -201,6 +203,8 @@ class GymVectorEnvironment(AlfEnvironment):
             self._seeded = True
         if self._info_hook is not None:
             self._info_hook.reset(info)
+        if self._values is not None:
+            self._values.reset(obs)
         self._needs_reset = False
         b = self._batch_size
         self._prev_done = np.zeros(b, dtype=np.bool_)
@@ -267,6 +271,8 @@ class GymVectorEnvironment(AlfEnvironment):
             reward = batched_reward_vector(info, self._batch_size, self._reward_dim)
         else:
             reward = np.asarray(reward).astype(np.float32)  # always a fresh float32 array
+        if self._values is not None:
+            self._values.step(obs, reward)
         if any_reset and self._enforce_autoreset:
             # NEXT_STEP autoreset reports reward 0 / not done on reset rows;
             # re-impose it for vector envs not known to honour it.
@@ -291,6 +297,13 @@ class GymVectorEnvironment(AlfEnvironment):
         from_numpy = torch.from_numpy
         return _new_time_step((from_numpy(step_type), from_numpy(reward), from_numpy(discount),
                                self._convert_obs(obs), prev_action, self._env_id, {}))
+
+    def check_finite_values(self) -> None:
+        """From now on every observation and reward is checked for NaN/inf (vectorised,
+        :class:`~alf.environments.value_check.FiniteValueCheck`); one raises
+        :class:`~alf.errors.NonFiniteEnvValueError` naming the env's index and step."""
+        self._values = FiniteValueCheck(self._env_name, self._env.single_observation_space,
+                                        self._batch_size, self._env_id_offset)
 
     def _step_with_timeout(self, env_action):
         self._env.step_async(env_action)

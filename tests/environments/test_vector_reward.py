@@ -42,8 +42,15 @@ def test_a_scalar_env_keeps_its_scalar_reward():
         env.close()
 
 
+def test_a_reward_that_does_not_match_its_reward_space_is_one_error_at_creation():
+    """The start-up env check (alf/environments/env_checker.py) steps a copy once."""
+    with pytest.raises(UserError, match=r"reward_space has 3 columns but step returned "
+                                         r"a reward of shape \(2,\)"):
+        create_environment(ENV, 1, backend="sync", env_kwargs={"reward_shape": (3,)})
+
+
 def test_a_reward_that_does_not_match_its_reward_space_is_one_error():
-    env = create_environment(ENV, 1, backend="sync",
+    env = create_environment(ENV, 1, backend="sync", check_env=False,
                              env_kwargs={"reward_shape": (3,)})
     try:
         env.reset()

@@ -1,0 +1,71 @@
+"""Misleading messages about a user's own env, each now one line with the fix, exit 2 and
+nothing written (issue 41, item 4): an id whose registering module the gin file forgot to
+import ("Did you mean: Phoenix-v0? Atari ids start with 'ALE/'"), a gym wrapper that
+returns None ("vars() argument must have __dict__ attribute") and a plain function in
+``gym_wrappers`` ("unknown reference", no fix)."""
+import textwrap
+
+from onb_env_source import ONB_ENV
+
+WRAPPERS = textwrap.dedent('''
+    import gymnasium as gym
+
+    import alf
+
+
+    @alf.configurable
+    def forgets_return(env):
+        env = gym.wrappers.ClipReward(env, -1.0, 1.0)
+
+
+    def plain_wrapper(env):
+        return gym.wrappers.ClipReward(env, -1.0, 1.0)
+''')
+
+CONF = """
+include 'ppo_cart_pole.gin'
+create_environment.num_parallel_environments = 2
+ActorDistributionNetwork.fc_layer_params = (8,)
+ValueNetwork.fc_layer_params = (8,)
+TrainerConfig.random_seed = 1
+TrainerConfig.num_iterations = 1
+TrainerConfig.unroll_length = 8
+TrainerConfig.evaluate = False
+"""
+
+
+def _error(alf_cli, tmp_path, head, tail):
+    (tmp_path / "onb_env.py").write_text(ONB_ENV)
+    (tmp_path / "my_wrappers.py").write_text(WRAPPERS)
+    conf = alf_cli.write_gin(tmp_path, head + CONF + tail, "onb.gin")
+    root = tmp_path / "run"
+    result = alf_cli.run("alf.bin.train", ["--conf", conf, "--root_dir", str(root)], tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert not root.exists()
+    return lines[0]
+
+
+def test_a_forgotten_import_says_how_to_make_the_id_known(alf_cli, tmp_path):
+    line = _error(alf_cli, tmp_path, "", "create_environment.env_name = 'OnbDict-v0'\n")
+    assert "Unknown environment 'OnbDict-v0'" in line, line
+    assert "import my_module" in line and "'my_module:OnbDict-v0'" in line, line
+    assert "gymnasium.register" in line, line
+
+
+def test_a_wrapper_returning_none_is_named(alf_cli, tmp_path):
+    line = _error(alf_cli, tmp_path, "import onb_env\nimport my_wrappers\n", "create_environment.env_name = 'OnbBad-v0'\n"
+                  "create_environment.gym_wrappers = [@forgets_return]\n")
+    assert "vars()" not in line, line
+    assert ("create_environment.gym_wrappers: forgets_return(env) returned None, not a "
+            "gymnasium Env") in line, line
+    assert "return the wrapped env" in line, line
+
+
+def test_a_plain_function_in_gym_wrappers_says_to_make_it_configurable(alf_cli, tmp_path):
+    line = _error(alf_cli, tmp_path, "import onb_env\nimport my_wrappers\n", "create_environment.env_name = 'OnbBad-v0'\n"
+                  "create_environment.gym_wrappers = [@plain_wrapper]\n")
+    assert "plain_wrapper" in line, line
+    assert "plain function in my_wrappers" in line, line
+    assert "@alf.configurable" in line and "import alf" in line, line
