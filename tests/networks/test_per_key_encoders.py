@@ -41,8 +41,8 @@ def test_two_cameras_with_conv_get_one_conv_stack_each():
 
 def test_image_flattened_without_conv_says_so_once(caplog):
     """Was silent: a [3, 32, 32] image without conv settings became 3,072 inputs."""
-    import alf.networks.encoding_networks as en
-    getattr(en, "_FLATTEN_NOTED", set()).clear()
+    from alf.networks.per_key_encoding import FLATTEN_NOTED
+    FLATTEN_NOTED.clear()
     spec = {"cam": BoundedTensorSpec((3, 32, 32), torch.uint8, 0, 255), "v": TensorSpec((2,))}
     with caplog.at_level(logging.WARNING):
         net = EncodingNetwork(spec)
