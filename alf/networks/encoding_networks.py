@@ -239,17 +239,16 @@ class EncodingNetwork(Network):
             check_preprocessor_keys(name, input_spec, input_preprocessors)
         self._note_flattened_images(input_spec, has_conv, input_preprocessors or {})
 
-        self._conv_layers = None
-        self._keys = self.preprocessors = self._combiner = None
-        n_images = sum(k == _IMAGE for k in self._kinds)
+        self._conv_layers = self._keys = self.preprocessors = self._combiner = None
+        several_images = sum(k == _IMAGE for k in self._kinds) > 1
         if (input_preprocessors is not None or preprocessing_combiner is not None
-                or (n_images > 1 and isinstance(input_spec, Mapping))):
+                or (several_images and isinstance(input_spec, Mapping))):
+            defaults = dict(conv_layer_params=conv_layer_params, activation=activation,
+                            use_orthogonal_init=use_orthogonal_init,
+                            preprocess_images=preprocess_images,
+                            conv_memory_format=conv_memory_format)
             size = self._init_per_key(input_spec, input_preprocessors, preprocessing_combiner,
-                                      dict(conv_layer_params=conv_layer_params,
-                                           activation=activation,
-                                           use_orthogonal_init=use_orthogonal_init,
-                                           preprocess_images=preprocess_images,
-                                           conv_memory_format=conv_memory_format))
+                                      defaults)
         else:
             size = self._init_conv(input_spec, conv_layer_params, use_orthogonal_init)
         self._init_fc(size, fc_layer_params, last_layer_size, last_kernel_initializer_gain,
@@ -451,7 +450,8 @@ class LSTMEncodingNetwork(Network):
         if post_fc_layer_params:
             self._post = EncodingNetwork(
                 TensorSpec((size,)), fc_layer_params=post_fc_layer_params, activation=activation,
-                use_orthogonal_init=use_orthogonal_init, name=name + ".post")
+                use_orthogonal_init=use_orthogonal_init, input_preprocessors=None,
+                preprocessing_combiner=None, name=name + ".post")
             size = self._post.output_size
         self._output_size = size
         self._output_spec = TensorSpec((size,))
