@@ -154,3 +154,19 @@ def test_gin_per_key_encoders_reach_every_network():
     assert len(ptrs) == 4  # own weights per network
     assert value(obs)[0].shape == (2,) and q(obs)[0].shape == (2, 3)
     assert critic((obs, torch.zeros(2, 2)))[0].shape == (2, critic._num_critics)
+
+
+def test_describe_documents_the_per_key_configurables(alf_cli, tmp_path):
+    names = ["EncodingNetwork.input_preprocessors", "EncodingNetwork.preprocessing_combiner",
+             "CnnEncoder", "MlpEncoder", "EmbeddingEncoder", "PassThroughEncoder",
+             "ConcatCombiner", "SumCombiner", "MeanCombiner"]
+    args = [a for n in names for a in ("--describe", n)]
+    proc = alf_cli.run("alf.bin.train", args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "EncodingNetwork.input_preprocessors = None" in out
+    assert "dict `{observation key: encoder}`" in out
+    assert "\nCnnEncoder  (class alf.networks.preprocessors.CnnEncoder)" in out, out
+    assert "conv_layer_params = ((16, 3, 2), (32, 3, 2))" in out
+    assert "embedding_dim = 8" in out and "Element-wise sum" in out
+    assert "unknown configurable" not in proc.stderr and list(tmp_path.iterdir()) == []
