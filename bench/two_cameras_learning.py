@@ -43,7 +43,8 @@ def main() -> None:
     curves = {seed: run(seed, args.steps) for seed in args.seeds}
     marks = sorted({s for curve in curves.values() for s, _ in curve})
     print("env steps  " + "  ".join(f"seed {s}" for s in args.seeds))
-    for step in marks[::max(1, len(marks) // 12)] + marks[-1:]:
+    shown = marks[::max(1, len(marks) // 12)]
+    for step in shown + [m for m in marks[-1:] if m not in shown]:
         row = [dict(curves[s]).get(step) for s in args.seeds]
         print(f"{step:9d}  " + "  ".join(f"{v:6.2f}" if v is not None else "     -"
                                          for v in row))

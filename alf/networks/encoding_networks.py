@@ -261,12 +261,14 @@ class EncodingNetwork(Network):
             return
         for path, spec in alf_nest.flatten_with_paths(input_spec):
             if spec.ndim == 3 and input_preprocessors.get(path.split(".")[0]) is None:
-                key = path.split(".")[0] or "camera"
-                note_flattened_image(
-                    self.name, path, spec,
-                    "give it a CNN with EncodingNetwork.conv_layer_params (one conv stack per "
-                    "image) or EncodingNetwork.input_preprocessors = "
-                    f"{{{key!r}: @CnnEncoder}}")
+                key = path.split(".")[0]
+                hint = ("give it a CNN with the network's conv_layer_params (e.g. "
+                        "ActorDistributionNetwork.conv_layer_params) or encoding_network_ctor "
+                        "= @CnnEncoder" if not key else
+                        "give it a CNN with EncodingNetwork.conv_layer_params (one conv stack "
+                        f"per image) or EncodingNetwork.input_preprocessors = {{{key!r}: "
+                        "@CnnEncoder}")
+                note_flattened_image(self.name, path, spec, hint)
 
     def _init_per_key(self, input_spec: Mapping, input_preprocessors: Optional[Mapping],
                       combiner: Optional[Combiner], defaults: dict) -> int:

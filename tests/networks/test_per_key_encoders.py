@@ -52,6 +52,15 @@ def test_image_flattened_without_conv_says_so_once(caplog):
     assert len(lines) == 1, lines
     assert "'cam'" in lines[0] and "3072" in lines[0] and "input_preprocessors" in lines[0]
     assert "\n" not in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        EncodingNetwork(CAM)  # a lone image observation: no keys to name
+        EncodingNetwork(spec, conv_layer_params=CONV)  # given a CNN: nothing to say
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert lines == ["EncodingNetwork: the observation [3, 16, 16] is flattened into 768 inputs "
+                     "of the fc layers (no conv settings); give it a CNN with the network's "
+                     "conv_layer_params (e.g. ActorDistributionNetwork.conv_layer_params) or "
+                     "encoding_network_ctor = @CnnEncoder"]
 
 
 def test_chosen_encoders_per_key_and_concat_values():
