@@ -93,7 +93,8 @@ class LatentDynamicsLearner(RepresentationLearner):
         self._dynamics = EncodingNetwork(
             TensorSpec((feature_size + self._actions.size,)),
             fc_layer_params=dynamics_fc_layer_params, activation=torch.relu,
-            last_layer_size=feature_size, name="LatentDynamics")
+            last_layer_size=feature_size, input_preprocessors=None,
+            preprocessing_combiner=None, name="LatentDynamics")
         self._target_encoder = make_target(self.encoder)
         self._update_target = TargetUpdater(self.encoder, self._target_encoder, tau=target_tau)
         for training_only in (self._dynamics, self._target_encoder):

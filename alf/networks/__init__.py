@@ -1,5 +1,6 @@
 """Networks: encoders, actor-distribution, value, Q, critic and actor networks (MLP, CNN, LSTM),
-and the Atari image encoders (``NatureCnnEncoder``, ``ImpalaCnnEncoder``).
+the Atari image encoders (``NatureCnnEncoder``, ``ImpalaCnnEncoder``), and the per-key
+observation encoders and combiners of ``EncodingNetwork.input_preprocessors``.
 
 Importing this package registers every network with gin, plus the torch
 activations gin files may name, e.g. ``ActorDistributionNetwork.activation=@torch.relu``.
@@ -11,6 +12,9 @@ import torch.nn.functional as F
 from alf.networks.network import Network  # noqa: F401
 from alf.networks.encoding_networks import EncodingNetwork, LSTMEncodingNetwork  # noqa: F401
 from alf.networks.image_encoders import ImpalaCnnEncoder, NatureCnnEncoder  # noqa: F401
+from alf.networks.combiners import ConcatCombiner, MeanCombiner, SumCombiner  # noqa: F401
+from alf.networks.preprocessors import (  # noqa: F401
+    CnnEncoder, EmbeddingEncoder, MlpEncoder, PassThroughEncoder)
 from alf.networks.projection_networks import (  # noqa: F401
     CategoricalProjectionNetwork, NormalProjectionNetwork, FastCategorical, StableTanhTransform)
 from alf.networks.actor_distribution_networks import (  # noqa: F401

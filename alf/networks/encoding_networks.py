@@ -7,11 +7,30 @@
   one-hot encoded, as Stable-Baselines3 does; other scalars become ``[B, 1]``;
 * ``uint8`` inputs are scaled by ``1/255`` on the fly (``preprocess_images``),
   so replay buffers can keep compact pixels;
-* with ``conv_layer_params``, the one ``[C, H, W]`` leaf goes through a conv
+* with ``conv_layer_params``, a ``[C, H, W]`` leaf goes through a conv
   stack (:func:`preprocess_image`, shared with the encoders in
-  :mod:`alf.networks.image_encoders`); every other leaf is flattened;
+  :mod:`alf.networks.image_encoders`); with several images in a dict
+  observation, each image key gets its own conv stack (own weights); every
+  other leaf is flattened. Without conv settings an image is flattened too,
+  and one warning line says so (once per entry and shape);
 * leaves are concatenated in :func:`alf.nest.flatten` order (sorted dict keys),
   then the fully connected layers run.
+
+Per-key encoders (as ALF's ``EncodingNetwork``): ``input_preprocessors`` maps
+keys of a dict observation to networks (any stateless ``[F]`` feature network,
+e.g. :class:`alf.networks.CnnEncoder` per camera, :class:`alf.networks.MlpEncoder`
+or :class:`alf.networks.EmbeddingEncoder` per vector,
+:class:`alf.networks.PassThroughEncoder`); keys left out get the default
+above (images through their own conv stack when ``conv_layer_params`` is set,
+the rest flattened). ``preprocessing_combiner`` (:mod:`alf.networks.combiners`,
+default concatenation) joins the per-key features before the fc layers. In
+gin, for every actor / value / critic / Q network at once::
+
+    EncodingNetwork.input_preprocessors = {'left': @CnnEncoder, 'right': @CnnEncoder,
+                                           'proprio': @MlpEncoder}
+    EncodingNetwork.preprocessing_combiner = @ConcatCombiner()
+
+Each network builds its own encoders from these ctors (no weights shared).
 
 Conv memory format (``conv_memory_format="auto"``): on CPU, while autograd
 records (training), the conv input is laid out ``channels_last`` (NHWC), which
@@ -20,7 +39,7 @@ while no-grad forwards (acting) are ~7% faster in torch's default NCHW layout;
 see ``bench/atari_network_bench.py`` and :mod:`alf.networks.image_encoders` for
 the figures. Only the layout changes: outputs are equal up to float rounding.
 """
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import optree
 import torch
@@ -31,11 +50,17 @@ import alf
 from alf import nest as alf_nest
 from alf.errors import IncompatibleSpecError
 from alf.networks.initializers import HIDDEN_GAIN, orthogonal_init_
+from alf.networks.combiners import Combiner, ConcatCombiner
 from alf.networks.network import Network, dry_run_inputs, picklable_fn
+from alf.networks.per_key_encoding import (build_preprocessors, check_preprocessor_keys,
+                                           note_flattened_image)
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 from alf.utils import precision
 
 Nest = Any
+
+# >0 while an EncodingNetwork builds its default per-key encoders (its own note covers them).
+_QUIET = [0]
 
 # How one input leaf becomes a flat float vector (see ``_leaf_kind``).
 _VEC, _CAST, _SCALAR, _ONEHOT, _FLATTEN, _IMAGE = range(6)
@@ -159,12 +184,15 @@ class EncodingNetwork(Network):
                  use_orthogonal_init: bool = True,
                  preprocess_images: bool = True,
                  conv_memory_format: str = "auto",
+                 input_preprocessors: Optional[Dict[str, Any]] = None,
+                 preprocessing_combiner: Optional[Combiner] = None,
                  name: str = "EncodingNetwork"):
         """
         Args:
             input_spec: nest of ``TensorSpec`` of one observation.
             conv_layer_params: ``(channels, kernel, stride[, padding])`` per conv
-                layer, applied to the single ``[C, H, W]`` input leaf.
+                layer, applied to each ``[C, H, W]`` input leaf (a conv stack of
+                its own per image key of a dict observation).
             fc_layer_params: sizes of the hidden fully connected layers.
             activation: applied after every conv and hidden fc layer.
             last_layer_size: size of an optional output layer (no activation
@@ -179,6 +207,18 @@ class EncodingNetwork(Network):
                 :data:`CONV_MEMORY_FORMATS`; ``"auto"`` (channels_last on CPU
                 while autograd records, else contiguous) is the fastest measured
                 for the Nature CNN.
+            input_preprocessors: dict ``{observation key: encoder}`` for a dict
+                observation: each encoder is an alf ``Network`` or a
+                ``ctor(input_spec=)`` of one (gin: ``@CnnEncoder``), stateless,
+                mapping that entry to a ``[F_key]`` float feature. Keys left out
+                (or ``None``) get the default: their images through their own
+                conv stack of ``conv_layer_params`` (flattened, with a one-line
+                warning, when unset), vectors passed through, discrete scalars
+                one-hot.
+            preprocessing_combiner: joins the per-key features ``[[*outer, F_k]]``
+                (sorted key order) into ``[*outer, F]`` before the fc layers:
+                ``ConcatCombiner()`` (default), ``SumCombiner()`` or
+                ``MeanCombiner()`` (equal ``F_k``).
             name: name of the network.
         """
         super().__init__(input_spec, name=name)
@@ -195,23 +235,93 @@ class EncodingNetwork(Network):
         self._preprocess_images = preprocess_images
         self._activation = picklable_fn(activation)
         self._last_activation = picklable_fn(last_activation)
+        if input_preprocessors is not None:
+            check_preprocessor_keys(name, input_spec, input_preprocessors)
+        self._note_flattened_images(input_spec, has_conv, input_preprocessors or {})
 
-        self._conv_layers = None
-        if has_conv:
+        self._conv_layers = self._keys = self.preprocessors = self._combiner = None
+        several_images = sum(k == _IMAGE for k in self._kinds) > 1
+        if (input_preprocessors is not None or preprocessing_combiner is not None
+                or (several_images and isinstance(input_spec, Mapping))):
+            defaults = dict(conv_layer_params=conv_layer_params, activation=activation,
+                            use_orthogonal_init=use_orthogonal_init,
+                            preprocess_images=preprocess_images,
+                            conv_memory_format=conv_memory_format)
+            size = self._init_per_key(input_spec, input_preprocessors, preprocessing_combiner,
+                                      defaults)
+        else:
+            size = self._init_conv(input_spec, conv_layer_params, use_orthogonal_init)
+        self._init_fc(size, fc_layer_params, last_layer_size, last_kernel_initializer_gain,
+                      use_orthogonal_init)
+
+    def _note_flattened_images(self, input_spec: Nest, has_conv: bool,
+                               input_preprocessors: Mapping) -> None:
+        """One warning line per ``[C, H, W]`` leaf that no conv stack or chosen encoder takes."""
+        if has_conv or _QUIET[0]:
+            return
+        for path, spec in alf_nest.flatten_with_paths(input_spec):
+            if spec.ndim == 3 and input_preprocessors.get(path.split(".")[0]) is None:
+                key = path.split(".")[0]
+                hint = ("give it a CNN with the network's conv_layer_params (e.g. "
+                        "ActorDistributionNetwork.conv_layer_params) or encoding_network_ctor "
+                        "= @CnnEncoder" if not key else
+                        "give it a CNN with EncodingNetwork.conv_layer_params (one conv stack "
+                        f"per image) or EncodingNetwork.input_preprocessors = {{{key!r}: "
+                        "@CnnEncoder}")
+                note_flattened_image(self.name, path, spec, hint)
+
+    def _init_per_key(self, input_spec: Mapping, input_preprocessors: Optional[Mapping],
+                      combiner: Optional[Combiner], defaults: dict) -> int:
+        """Build one network per top-level key and the combiner; return the feature size."""
+        has_image = lambda spec: any(s.ndim == 3 for s in alf_nest.flatten(spec))
+
+        def default(key: str, spec: Nest) -> Network:
+            conv = defaults["conv_layer_params"] if has_image(spec) else None
+            _QUIET[0] += 1  # the parent has already noted flattened images
+            try:
+                return EncodingNetwork(spec, **dict(defaults, conv_layer_params=conv),
+                                       fc_layer_params=(), last_layer_size=None,
+                                       last_activation=None, last_kernel_initializer_gain=None,
+                                       input_preprocessors=None, preprocessing_combiner=None,
+                                       name=f"{self.name}.{key}")
+            finally:
+                _QUIET[0] -= 1
+
+        self._keys, self.preprocessors = build_preprocessors(
+            self.name, input_spec, input_preprocessors, default)
+        self._combiner = ConcatCombiner() if combiner is None else combiner
+        sizes = [self.preprocessors[k].output_spec.shape[0] for k in self._keys]
+        if isinstance(self._combiner, Combiner):
+            return self._combiner.output_size(self.name, self._keys, sizes)
+        with torch.no_grad():
+            return self._encode_per_key(dry_run_inputs(input_spec)).shape[-1]
+
+    def _init_conv(self, input_spec: Nest, conv_layer_params: Optional[Sequence[tuple]],
+                   use_orthogonal_init: bool) -> int:
+        """Today's path: one conv stack for the one image leaf (if any); return the size."""
+        specs, name = self._specs, self.name
+        if conv_layer_params:
             images = [s for s, k in zip(specs, self._kinds) if k == _IMAGE]
-            if len(images) != 1:
+            if not images:
                 raise IncompatibleSpecError(
-                    f"{name}: conv_layer_params needs exactly one [C, H, W] image in the "
-                    f"observation, found {len(images)} in {input_spec!r}. Drop "
-                    "conv_layer_params for vector observations.")
+                    f"{name}: conv_layer_params needs a [C, H, W] image in the observation, "
+                    f"found none in {input_spec!r}. Drop conv_layer_params for vector "
+                    "observations.")
+            if len(images) > 1:  # a dict observation's images go per key (_init_per_key)
+                raise IncompatibleSpecError(
+                    f"{name}: {len(images)} images in the observation {input_spec!r}, which is "
+                    "not a dict: give the observation as a dict of named entries (each image "
+                    "key then gets its own conv stack or input_preprocessors entry).")
             self._conv_layers = _make_conv_layers(name, images[0], conv_layer_params)
             if use_orthogonal_init:
                 for layer in self._conv_layers:
                     orthogonal_init_(layer, HIDDEN_GAIN)
 
         with torch.no_grad():
-            size = self._encode_leaves(dry_run_inputs(list(specs))).shape[-1]
+            return self._encode_leaves(dry_run_inputs(list(specs))).shape[-1]
 
+    def _init_fc(self, size: int, fc_layer_params: Sequence[int], last_layer_size: Optional[int],
+                 last_kernel_initializer_gain: Optional[float], use_orthogonal_init: bool) -> None:
         self._fc_layers = nn.ModuleList()
         for n in fc_layer_params or ():
             layer = nn.Linear(size, n)
@@ -260,10 +370,15 @@ class EncodingNetwork(Network):
         return torch.cat([self._encode_leaf(x, k, s)
                           for x, k, s in zip(leaves, self._kinds, self._specs)], dim=-1)
 
+    def _encode_per_key(self, inputs: Mapping) -> torch.Tensor:
+        return self._combiner([self.preprocessors[k](inputs[k])[0] for k in self._keys])
+
     def forward(self, inputs: Nest, state: Nest = ()) -> Tuple[torch.Tensor, Nest]:
         """``inputs``: nest matching ``input_spec`` with outer dims ``[B]`` -> ``([B, output_size], state)``."""
         if self._fast:
             x = inputs
+        elif self._keys is not None:
+            x = self._encode_per_key(inputs)
         elif self._single:
             x = self._encode_leaf(inputs, self._kinds[0], self._specs[0])
         else:
@@ -337,7 +452,8 @@ class LSTMEncodingNetwork(Network):
         if post_fc_layer_params:
             self._post = EncodingNetwork(
                 TensorSpec((size,)), fc_layer_params=post_fc_layer_params, activation=activation,
-                use_orthogonal_init=use_orthogonal_init, name=name + ".post")
+                use_orthogonal_init=use_orthogonal_init, input_preprocessors=None,
+                preprocessing_combiner=None, name=name + ".post")
             size = self._post.output_size
         self._output_size = size
         self._output_spec = TensorSpec((size,))

@@ -83,9 +83,10 @@ def check_image_spec(name: str, input_spec: Nest) -> TensorSpec:
         f"{name} needs a single [C, H, W] image observation (e.g. uint8 (4, 84, 84) stacked "
         f"Atari frames), got {input_spec!r}. For vector observations drop the image encoder "
         "(e.g. unset encoding_network_ctor) and use the MLP of EncodingNetwork / "
-        "ActorDistributionNetwork / ValueNetwork; for a dict observation with one image, use "
-        "EncodingNetwork(conv_layer_params=...), which encodes the image and concatenates the "
-        "other entries.")
+        "ActorDistributionNetwork / ValueNetwork; for a dict observation, give each image its "
+        "own encoder: EncodingNetwork.input_preprocessors = {'camera': @CnnEncoder} (or "
+        "EncodingNetwork.conv_layer_params: one conv stack per image key), the other entries "
+        "are concatenated.")
 
 
 @alf.configurable

@@ -109,11 +109,14 @@ class QNetwork(Network):
         n = self._num_actions
 
         def encoder(fc=(), last=None, suffix=".encoder", spec=input_spec):
+            # the ".head" reads features, not the observation: no per-key encoders there
+            per_key = {} if spec is input_spec else dict(input_preprocessors=None,
+                                                         preprocessing_combiner=None)
             return EncodingNetwork(
                 spec, conv_layer_params=conv_layer_params, fc_layer_params=fc,
                 activation=activation, last_layer_size=last,
                 use_orthogonal_init=use_orthogonal_init, preprocess_images=preprocess_images,
-                name=name + suffix)
+                name=name + suffix, **per_key)
 
         def features():
             enc = encoding_network_ctor(input_spec=input_spec)

@@ -84,8 +84,11 @@ def test_orthogonal_init_gains():
 
 
 def test_conv_needs_one_image():
-    with pytest.raises(IncompatibleSpecError, match="exactly one"):
+    with pytest.raises(IncompatibleSpecError, match="found none"):
         EncodingNetwork(TensorSpec((4,)), conv_layer_params=ATARI_CONV)
+    # two images outside a dict have no names to give each its own conv stack
+    with pytest.raises(IncompatibleSpecError, match="2 images .* not a dict"):
+        EncodingNetwork((IMAGE, IMAGE), conv_layer_params=ATARI_CONV)
 
 
 def test_lstm_state_shapes_and_state_changes_output():
