@@ -5,7 +5,7 @@ The actor networks give a :class:`~alf.utils.distributions.MultiCategorical` for
 discrete action (gymnasium ``MultiDiscrete``/``MultiBinary``) and a
 :class:`~alf.utils.distributions.JointDistribution` for a ``Dict``/``Tuple`` nest; the
 algorithms that only use ``log_prob``/``entropy``/``sample``/``mode`` of the policy
-(``ActorCriticAlgorithm``, ``PPOAlgorithm``, ``AppoAlgorithm``, ``ImpalaAlgorithm``,
+(``ActorCriticAlgorithm``, ``PPOAlgorithm``, ``APPOAlgorithm``, ``ImpalaAlgorithm``,
 ``BcAlgorithm``) take them unchanged. Algorithms that need one action tensor (a Q-value
 per discrete action, a critic of a reparameterised Box action) refuse them before anything
 is built, naming the space as gymnasium writes it.
@@ -19,7 +19,7 @@ from alf import nest as alf_nest
 from alf.errors import IncompatibleSpecError
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 
-NEST_ALGORITHMS = "PPOAlgorithm, ActorCriticAlgorithm, AppoAlgorithm, ImpalaAlgorithm or BcAlgorithm"
+NEST_ALGORITHMS = "PPOAlgorithm, ActorCriticAlgorithm, APPOAlgorithm, ImpalaAlgorithm or BcAlgorithm"
 
 
 def _ints(values: Any, shape: tuple) -> list:

@@ -90,5 +90,5 @@ def test_other_algorithms_refuse_in_one_line(results, name, algorithm, space):
     assert len(lines) == 1, stderr
     assert lines[0].startswith("alf.bin.train: error: " + algorithm), stderr
     assert f"not the action space {space};" in lines[0]
-    assert "train with PPOAlgorithm, ActorCriticAlgorithm, AppoAlgorithm" in lines[0]
+    assert "train with PPOAlgorithm, ActorCriticAlgorithm, APPOAlgorithm" in lines[0]
     assert not os.path.exists(root) and not os.path.exists(root.parent)
