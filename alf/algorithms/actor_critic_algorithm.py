@@ -14,6 +14,7 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 import torch
 
 import alf
+from alf import nest as alf_nest
 from alf.algorithms.actor_critic_loss import ActorCriticLoss
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, LossInfo, StepType, TimeStep
@@ -132,9 +133,9 @@ class ActorCriticAlgorithm(RLAlgorithm):
         action = dist_utils.sample_action(dist)
         info = ActorCriticInfo(step_type=time_step.step_type, reward=time_step.reward,
                                discount=time_step.discount, value=value,
-                               log_prob=dist_utils.compute_log_probability(dist, action.detach()),
+                               log_prob=dist_utils.compute_log_probability(dist, _detach(action)),
                                entropy=dist_utils.compute_entropy(dist))
-        return AlgStep(output=action.detach(), state=new_state, info=info)
+        return AlgStep(output=_detach(action), state=new_state, info=info)
 
     def calc_loss(self, info: ActorCriticInfo) -> LossInfo:
         return self._loss(info)
@@ -166,6 +167,13 @@ class ActorCriticAlgorithm(RLAlgorithm):
             value = info.value.detach()
             adv, returns = estimate(info.reward, value, info.step_type, info.discount)
         return value[:-1], returns, adv, info.step_type[:-1] != StepType.LAST
+
+
+def _detach(action: Any) -> Any:
+    """``action.detach()``; each leaf's for an action nest (MultiDiscrete is one tensor)."""
+    if isinstance(action, torch.Tensor):
+        return action.detach()
+    return alf_nest.map_structure(torch.Tensor.detach, action)
 
 
 def _reward_columns(name: str, reward_spec: Any, supported: bool) -> Optional[int]:

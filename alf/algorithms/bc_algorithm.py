@@ -18,7 +18,11 @@ Losses per row ``[B]``:
 * continuous actions, ``loss_type="nll"``: ``-log pi(a|s)`` of the
   tanh-squashed Gaussian, with the dataset action first pulled inside the
   bounds by ``nll_action_margin`` (a squashed Gaussian has no density *at* a
-  bound, where expert actions often saturate).
+  bound, where expert actions often saturate);
+* ``MultiDiscrete``/``MultiBinary`` and ``Dict``/``Tuple`` action nests: ``"nll"`` only,
+  ``-log pi(a|s)`` of the joint distribution (the sum over dimensions and leaves), bounded
+  float leaves pulled inside their bounds by ``nll_action_margin``
+  (:class:`~alf.algorithms.action_nests.NestCloning`).
 
 ``mse`` is the default: on 10k greedy transitions of a converged SAC Pendulum agent
 (10k updates of batch 256, the same 20 evaluation episodes) both losses cloned
@@ -34,11 +38,12 @@ import numpy as np
 import torch
 
 import alf
+from alf.algorithms.action_nests import NestCloning, is_single_action, space_name
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.sac_algorithm import sac_actor_network
 from alf.config_ranges import Discount, NonNegative, PositiveInt
 from alf.data_structures import AlgStep, LossInfo, TimeStep
-from alf.errors import ConfigError, IncompatibleSpecError
+from alf.errors import ConfigError
 from alf.replay_buffers.n_step import Transition
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 from alf.utils import dist_utils
@@ -60,7 +65,8 @@ def bc_actor_network(input_spec: Any, action_spec: TensorSpec) -> torch.nn.Modul
 
 @alf.configurable
 class BcAlgorithm(OffPolicyAlgorithm):
-    """Behaviour cloning for a scalar discrete or a 1-d continuous action (see module doc).
+    """Behaviour cloning for a scalar discrete, a 1-d continuous, a ``[D]`` discrete
+    (MultiDiscrete/MultiBinary) action or a Dict/Tuple nest of those (see module doc).
 
     Args:
         observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
@@ -71,7 +77,7 @@ class BcAlgorithm(OffPolicyAlgorithm):
         loss_type: ``"mse"`` (squared error of the mode, in units of the action
             half-range; continuous actions only) or ``"nll"`` (negative log-likelihood:
             the cross-entropy for discrete actions). None = ``"mse"`` for continuous,
-            ``"nll"`` for discrete actions.
+            ``"nll"`` for discrete actions and action nests (which take ``"nll"`` only).
         nll_action_margin: ``"nll"`` on a bounded action: dataset actions are clipped to
             ``[min + m * half_range, max - m * half_range]`` with ``m`` this fraction.
         optimizer: None = Adam(1e-3).
@@ -90,13 +96,12 @@ class BcAlgorithm(OffPolicyAlgorithm):
                  context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "BcAlgorithm",
                  is_eval: bool = False):
-        if not isinstance(action_spec, TensorSpec) or not (
-                action_spec.is_discrete() and action_spec.ndim == 0
-                or action_spec.is_continuous() and action_spec.ndim == 1):
-            raise IncompatibleSpecError(
-                f"{name} needs a 1-d continuous (gymnasium Box) or a scalar discrete action "
-                f"space, got {action_spec!r}")
-        discrete = action_spec.is_discrete()
+        nested = not is_single_action(action_spec)
+        if nested and loss_type == "mse":
+            raise ConfigError(f"{name}.loss_type='mse' needs one Box action; the action space "
+                              f"{space_name(action_spec)} is cloned with its joint likelihood: "
+                              "set loss_type='nll' (or None)")
+        discrete = nested or action_spec.is_discrete()
         if loss_type is None:
             loss_type = "nll" if discrete else "mse"
         if loss_type not in ("mse", "nll"):
@@ -112,6 +117,7 @@ class BcAlgorithm(OffPolicyAlgorithm):
                          optimizer=None if is_eval else optimizer or Adam(lr=1e-3),
                          debug_summaries=debug_summaries, name=name)
         self._discrete = discrete
+        self._nest_cloning = NestCloning(action_spec, nll_action_margin) if nested else None
         self._loss_type = loss_type
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         if is_eval:  # BC is its actor; only the optimizer is left out
@@ -141,7 +147,9 @@ class BcAlgorithm(OffPolicyAlgorithm):
     def train_step(self, transition: Transition, state: Any = (), rollout_info: Any = ()) -> AlgStep:
         dist, _ = self._actor(transition.observation)
         action = transition.action
-        if self._discrete:
+        if self._nest_cloning is not None:
+            loss, error = self._nest_cloning(dist, dist_utils.get_mode(dist), action)
+        elif self._discrete:
             loss = -dist.log_prob(action)
             error = (dist_utils.get_mode(dist).detach() != action).to(loss.dtype)
         else:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import alf
+from alf.algorithms.action_nests import is_single_action, refuse_action_space
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.config_ranges import Discount, NonNegative, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
@@ -78,6 +79,8 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
                  context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "DdpgAlgorithm",
                  is_eval: bool = False):
+        if not is_single_action(action_spec):
+            raise refuse_action_space(name, action_spec, "one bounded Box action (its critic takes one action tensor)")
         if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous()
                 and action_spec.ndim == 1 and np.all(np.isfinite(action_spec.minimum))
                 and np.all(np.isfinite(action_spec.maximum))):

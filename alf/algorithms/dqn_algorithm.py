@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import alf
+from alf.algorithms.action_nests import is_single_action, refuse_action_space
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.config_ranges import Discount, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
@@ -68,6 +69,8 @@ class DqnAlgorithm(OffPolicyAlgorithm):
                  context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "DqnAlgorithm",
                  is_eval: bool = False):
+        if not is_single_action(action_spec):
+            raise refuse_action_space(name, action_spec, "one Discrete action (one Q-value per action)")
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_discrete()
                 and action_spec.ndim == 0):
             raise IncompatibleSpecError(

@@ -52,6 +52,7 @@ import torch
 import torch.distributions as td
 
 import alf
+from alf.algorithms.action_nests import is_single_action, refuse_action_space
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.config_ranges import Discount, NonNegative, Positive, PositiveInt, Range, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
@@ -174,6 +175,8 @@ class IqlAlgorithm(OffPolicyAlgorithm):
                  context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "IqlAlgorithm",
                  is_eval: bool = False):
+        if not is_single_action(action_spec):
+            raise refuse_action_space(name, action_spec, "one Box action (its critic takes one action tensor)")
         if not (isinstance(action_spec, TensorSpec) and action_spec.is_continuous()
                 and action_spec.ndim == 1):
             raise ConfigError(

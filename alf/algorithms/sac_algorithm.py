@@ -45,6 +45,7 @@ from torch import nn
 
 import alf
 from alf import nest as alf_nest
+from alf.algorithms.action_nests import is_single_action, refuse_action_space
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.config_ranges import Discount, NonNegative, Positive, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
@@ -135,6 +136,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
                  context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "SacAlgorithm",
                  is_eval: bool = False):
+        if not is_single_action(action_spec):
+            raise refuse_action_space(name, action_spec, "one Box or one Discrete action (its critic and target entropy take one action tensor; a nest of Box leaves is not supported)")
         if not isinstance(action_spec, TensorSpec) or not (
                 action_spec.is_discrete() and action_spec.ndim == 0
                 or action_spec.is_continuous() and action_spec.ndim == 1):

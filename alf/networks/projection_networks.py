@@ -6,12 +6,18 @@
 * :class:`NormalProjectionNetwork` -> ``Independent(Normal, 1)`` over a
   ``[D]`` continuous action, or, with ``scale_distribution``, that Gaussian
   squashed by ``tanh`` and affinely mapped onto the action bounds (SAC).
+* :class:`MultiCategoricalProjectionNetwork` -> :class:`MultiCategorical` over a ``[D]``
+  discrete action (gymnasium ``MultiDiscrete``/``MultiBinary``): one categorical per
+  dimension, each with its own number of actions.
+* :class:`NestedProjectionNetwork` -> :class:`JointDistribution` over an action nest
+  (gymnasium ``Dict``/``Tuple``): one of the heads above per leaf, chosen from the
+  leaf's spec.
 
 Heads are initialised orthogonally with gain 0.01 (near-uniform / near-zero
 initial policy, as SB3 and CleanRL).
 """
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -19,12 +25,14 @@ import torch.distributions as td
 from torch import nn
 
 import alf
+from alf import nest as alf_nest
 from alf.errors import IncompatibleSpecError
 from alf.networks.initializers import POLICY_GAIN, orthogonal_init_
 from alf.networks.network import Network
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 # the distributions the heads return live in alf.utils (dist_utils, below networks, uses them)
-from alf.utils.distributions import FastCategorical, StableTanhTransform
+from alf.utils.distributions import (FastCategorical, JointDistribution, MultiCategorical,
+                                     StableTanhTransform)
 from alf.utils import precision
 
 
@@ -50,9 +58,8 @@ class CategoricalProjectionNetwork(Network):
                 and action_spec.ndim == 0):
             raise _spec_error(
                 name, action_spec, "a scalar discrete BoundedTensorSpec (gymnasium Discrete)",
-                "For continuous (Box) actions use NormalProjectionNetwork; multi-dimensional "
-                "discrete actions (MultiDiscrete/MultiBinary) are not supported by "
-                "ActorDistributionNetwork: wrap the env to a single Discrete action.")
+                "For continuous (Box) actions use NormalProjectionNetwork, for [D] discrete "
+                "actions (MultiDiscrete/MultiBinary) MultiCategoricalProjectionNetwork.")
         super().__init__(TensorSpec((input_size,)), name=name)
         self._offset = int(action_spec.minimum)
         self._layer = orthogonal_init_(nn.Linear(input_size, action_spec.num_actions),
@@ -161,3 +168,96 @@ class NormalProjectionNetwork(Network):
         if not self._identity_affine:
             transforms.append(td.AffineTransform(self._action_loc, self._action_scale, cache_size=1))
         return td.TransformedDistribution(dist, transforms), state
+
+
+@alf.configurable
+class MultiCategoricalProjectionNetwork(Network):
+    """``[B, input_size]`` -> :class:`MultiCategorical` over a ``[D]`` discrete action.
+
+    One linear layer gives the ``sum_i n_i`` logits, split into one ``[B, n_i]`` block per
+    dimension (``n_i = maximum_i - minimum_i + 1``; gymnasium ``MultiDiscrete(nvec)`` gives
+    ``n_i = nvec[i]``, ``MultiBinary(D)`` ``n_i = 2``). The dimensions are independent
+    given the input, as SB3's and CleanRL's MultiDiscrete PPO.
+    """
+
+    def __init__(self, input_size: int, action_spec: BoundedTensorSpec,
+                 logits_init_output_factor: float = POLICY_GAIN,
+                 name: str = "MultiCategoricalProjectionNetwork"):
+        """
+        Args:
+            input_size: size of the input features.
+            action_spec: discrete ``BoundedTensorSpec`` of shape ``[D]`` (per-dimension
+                bounds may differ).
+            logits_init_output_factor: orthogonal gain of the logits layer.
+            name: name of the network.
+        """
+        if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_discrete()
+                and action_spec.ndim == 1):
+            raise _spec_error(
+                name, action_spec, "a discrete BoundedTensorSpec of shape [D] (gymnasium "
+                "MultiDiscrete or MultiBinary)", "For a scalar discrete action use "
+                "CategoricalProjectionNetwork.")
+        super().__init__(TensorSpec((input_size,)), name=name)
+        dim = action_spec.shape[0]
+        low = np.broadcast_to(np.asarray(action_spec.minimum), (dim,)).astype(np.int64)
+        high = np.broadcast_to(np.asarray(action_spec.maximum), (dim,)).astype(np.int64)
+        self._offsets = [int(v) for v in low]
+        self._sizes = [int(h - l + 1) for l, h in zip(low, high)]
+        self._layer = orthogonal_init_(nn.Linear(input_size, sum(self._sizes)),
+                                       logits_init_output_factor)
+        self._output_spec = action_spec
+
+    def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[MultiCategorical, Any]:
+        """``inputs [B, input_size]`` -> (``MultiCategorical``, batch ``[B]``, event ``[D]``)."""
+        layer = self._layer
+        logits = precision.head_linear(inputs, layer.weight, layer.bias)
+        return MultiCategorical(torch.split(logits, self._sizes, dim=-1), self._offsets), state
+
+
+def _leaf_kind(spec: Any) -> str:
+    """Which head fits a leaf action spec: 'discrete', 'multi_discrete' or 'continuous'."""
+    if not isinstance(spec, TensorSpec):
+        raise IncompatibleSpecError(f"an action nest leaf must be a TensorSpec, got {spec!r}")
+    if spec.is_discrete():
+        return "discrete" if spec.ndim == 0 else "multi_discrete"
+    return "continuous"
+
+
+@alf.configurable
+class NestedProjectionNetwork(Network):
+    """``[B, input_size]`` -> :class:`JointDistribution` over an action nest.
+
+    Every leaf of ``action_spec`` gets its own head on the same input features: a scalar
+    discrete leaf ``discrete_ctor`` (Categorical), a ``[D]`` discrete leaf
+    ``multi_discrete_ctor`` (:class:`MultiCategorical`), a float leaf ``continuous_ctor``
+    (Normal). The joint ``log_prob``/``entropy`` are the sums over the leaves.
+    """
+
+    def __init__(self, input_size: int, action_spec: Any,
+                 discrete_ctor: Callable[..., Network] = CategoricalProjectionNetwork,
+                 multi_discrete_ctor: Callable[..., Network] = MultiCategoricalProjectionNetwork,
+                 continuous_ctor: Callable[..., Network] = NormalProjectionNetwork,
+                 name: str = "NestedProjectionNetwork"):
+        """
+        Args:
+            input_size: size of the input features.
+            action_spec: a ``dict``/``tuple`` nest of action ``TensorSpec``.
+            discrete_ctor: head of a scalar discrete leaf, ``ctor(input_size=, action_spec=)``.
+            multi_discrete_ctor: head of a ``[D]`` discrete leaf.
+            continuous_ctor: head of a float leaf.
+            name: name of the network.
+        """
+        super().__init__(TensorSpec((input_size,)), name=name)
+        ctors = {"discrete": discrete_ctor, "multi_discrete": multi_discrete_ctor,
+                 "continuous": continuous_ctor}
+        leaves = alf_nest.flatten(action_spec)
+        if not leaves:
+            raise IncompatibleSpecError(f"{name}: the action nest {action_spec!r} has no leaf")
+        self._heads = nn.ModuleList(
+            ctors[_leaf_kind(spec)](input_size=input_size, action_spec=spec) for spec in leaves)
+        self._output_spec = action_spec
+
+    def forward(self, inputs: torch.Tensor, state: Any = ()) -> Tuple[JointDistribution, Any]:
+        """``inputs [B, input_size]`` -> (``JointDistribution`` over the action nest, state)."""
+        dists = [head(inputs)[0] for head in self._heads]
+        return JointDistribution(alf_nest.pack_sequence_as(self._output_spec, dists)), state

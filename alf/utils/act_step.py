@@ -30,6 +30,7 @@ import torch
 
 from alf import nest as alf_nest
 from alf.data_structures import AlgStep, Experience, TimeStep
+from alf.tensor_specs import TensorSpec
 from alf.utils import precision
 from alf.utils.tensor_utils import reset_state_if_necessary
 
@@ -150,12 +151,18 @@ def random_actions(action_spec: Any, device: Any = None) -> ActionOverride:
     stream), one row per env: ``[B, ...]`` with ``B`` read from the policy's action.
 
     Args:
-        action_spec: the env's action spec (a single ``BoundedTensorSpec``).
+        action_spec: the env's action spec: a single ``BoundedTensorSpec`` or a nest of
+            them (a MultiDiscrete/Dict/Tuple action space: one sample per leaf, in
+            :func:`alf.nest.flatten` order).
         device: where the sampled action is moved (the policy's device); None: left on
             the CPU, where ``sample`` makes it.
     """
     def override(alg_step: AlgStep) -> Any:
         batch = alf_nest.flatten(alg_step.output)[0].shape[0]
+        if not isinstance(action_spec, TensorSpec):
+            return alf_nest.map_structure(
+                lambda s: s.sample((batch,)) if device is None else s.sample((batch,)).to(device),
+                action_spec)
         action = action_spec.sample((batch,))
         return action if device is None else action.to(device)
 

@@ -7,7 +7,10 @@ summed (log-probabilities, entropies) or mapped (modes, samples).
 
 Supported leaves: ``Categorical`` (incl. :class:`FastCategorical`),
 ``Normal``, ``Independent`` and ``TransformedDistribution`` (e.g. the
-tanh-squashed Gaussian of ``NormalProjectionNetwork(scale_distribution=True)``).
+tanh-squashed Gaussian of ``NormalProjectionNetwork(scale_distribution=True)``),
+:class:`MultiCategorical` (``MultiDiscrete``/``MultiBinary`` actions) and
+:class:`JointDistribution` (an action nest: each function recurses into its leaves, so a
+squashed-Gaussian leaf gets the same treatment as on its own).
 
 :class:`DistributionSpec` records how to rebuild a distribution from its
 parameter tensors, so parameters (not distribution objects) can be stored in
@@ -23,7 +26,7 @@ import torch.distributions as td
 
 from alf import nest as alf_nest
 from alf.tensor_specs import TensorSpec
-from alf.utils.distributions import FastCategorical
+from alf.utils.distributions import FastCategorical, JointDistribution
 
 Nest = Any
 _Dist = td.Distribution
@@ -47,6 +50,8 @@ def get_mode(dist: Nest) -> Nest:
         return x
     if isinstance(dist, td.Normal):
         return dist.loc
+    if isinstance(dist, JointDistribution):
+        return alf_nest.map_structure(get_mode, dist.dists)
     return dist.mode
 
 
@@ -59,6 +64,8 @@ def compute_entropy(dist: Nest) -> torch.Tensor:
     if isinstance(dist, td.TransformedDistribution):
         x = dist.rsample() if dist.has_rsample else dist.sample()
         return -dist.log_prob(x)
+    if isinstance(dist, JointDistribution):
+        return sum(compute_entropy(d) for d in dist.leaves)
     return dist.entropy()
 
 
@@ -74,6 +81,8 @@ def sample_action(dist: Nest) -> Nest:
     """A sample ``[B, ...]``: ``rsample()`` (differentiable) when available, else ``sample()``."""
     if not isinstance(dist, _Dist):
         return alf_nest.map_structure(sample_action, dist)
+    if isinstance(dist, JointDistribution):
+        return alf_nest.map_structure(sample_action, dist.dists)
     return dist.rsample() if dist.has_rsample else dist.sample()
 
 
@@ -108,6 +117,8 @@ def epsilon_greedy_sample(dist: Nest, epsilon: float = 0.1) -> Nest:
     else per row the mode with probability ``1 - epsilon`` and a sample otherwise."""
     if not isinstance(dist, _Dist):
         return alf_nest.map_structure(lambda d: epsilon_greedy_sample(d, epsilon), dist)
+    if isinstance(dist, JointDistribution):
+        return epsilon_greedy_sample(dist.dists, epsilon)
     if epsilon >= 1.0:
         return sample_action(dist)
     mode = get_mode(dist)

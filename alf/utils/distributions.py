@@ -5,8 +5,24 @@ by the action minimum) and :class:`StableTanhTransform` (``tanh`` whose inverse 
 finite at the bounds). They are plain torch distributions, not networks, and live here so
 that :mod:`alf.utils.dist_utils` can rebuild them without importing the networks layer
 (``docs/design/layers.md``); :mod:`alf.networks` re-exports both.
+
+For action spaces beyond one ``Box`` or one ``Discrete``:
+
+* :class:`MultiCategorical`: independent categoricals, one per dimension of a
+  ``[D]`` discrete action (gymnasium ``MultiDiscrete``, sizes may differ per dimension,
+  and ``MultiBinary``, size 2 each); ``log_prob`` and ``entropy`` are the sums over the
+  dimensions.
+* :class:`JointDistribution`: independent distributions, one per leaf of an action nest
+  (gymnasium ``Dict``/``Tuple``); ``log_prob`` and ``entropy`` are the sums over the leaves,
+  ``sample``/``mode`` are the action nest. The losses use it like any distribution (they
+  only call ``log_prob``/``entropy`` through :mod:`alf.utils.dist_utils`).
+
+A single ``Box`` or ``Discrete`` action never goes through these two classes: its
+head returns the plain distribution it always did.
 """
-from typing import Optional
+from typing import Any, List, Optional, Sequence
+
+from alf import nest as alf_nest
 
 import torch
 import torch.distributions as td
@@ -94,3 +110,98 @@ class StableTanhTransform(td.transforms.TanhTransform):
     def _inverse(self, y: torch.Tensor) -> torch.Tensor:
         eps = torch.finfo(y.dtype).eps
         return torch.atanh(y.clamp(-1.0 + eps, 1.0 - eps))
+
+
+class MultiCategorical(td.Distribution):
+    """Independent categoricals over a ``[D]`` discrete action (gymnasium ``MultiDiscrete``
+    / ``MultiBinary``): dimension ``i`` takes ``{offset_i, ..., offset_i + n_i - 1}``.
+
+    ``log_prob(value [B, D]) = sum_i log p_i(value[:, i])`` and ``entropy = sum_i H_i``
+    (independent dimensions), both ``[B]``. Samples and the mode are ``[B, D]`` int64.
+
+    Args:
+        logits: one ``[B, n_i]`` tensor per dimension (unnormalised).
+        offsets: the value of each dimension's first action (the spec minimum).
+    """
+
+    arg_constraints = {}
+    has_rsample = False
+
+    def __init__(self, logits: Sequence[torch.Tensor], offsets: Sequence[int],
+                 validate_args: Optional[bool] = None):
+        self.dims: List[FastCategorical] = [FastCategorical(l, o) for l, o in zip(logits, offsets)]
+        batch_shape = logits[0].shape[:-1]
+        super().__init__(batch_shape, torch.Size([len(self.dims)]), validate_args=validate_args)
+
+    @property
+    def offsets(self) -> List[int]:
+        return [d.offset for d in self.dims]
+
+    @property
+    def mode(self) -> torch.Tensor:
+        """``[B, D]``: the most likely value of each dimension."""
+        return torch.stack([d.mode for d in self.dims], -1)
+
+    def sample(self, sample_shape=torch.Size()) -> torch.Tensor:
+        """``[*sample_shape, B, D]`` int64, each dimension sampled independently."""
+        return torch.stack([d.sample(sample_shape) for d in self.dims], -1)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        """``[B]``: the sum over the dimensions of ``value [B, D]``."""
+        return sum(d.log_prob(value[..., i]) for i, d in enumerate(self.dims))
+
+    def entropy(self) -> torch.Tensor:
+        """``[B]``: the sum of the dimensions' entropies."""
+        return sum(d.entropy() for d in self.dims)
+
+
+class JointDistribution(td.Distribution):
+    """Independent distributions, one per leaf of an action nest (``dict``/``tuple``).
+
+    ``log_prob(action_nest)`` and ``entropy()`` are the sums over the leaves, ``[B]``
+    (the leaves are independent given the observation); ``sample()``/``mode`` give the
+    action nest (each leaf ``[B, ...]``). ``dists`` is the nest of leaf distributions, e.g.
+    ``{"sign": FastCategorical, "size": Independent(Normal)}`` for
+    ``Dict(sign=Discrete(2), size=Box(1))``.
+
+    Args:
+        dists: a nest of distributions with the same batch shape ``[B]``.
+    """
+
+    arg_constraints = {}
+
+    def __init__(self, dists: Any, validate_args: Optional[bool] = None):
+        self.dists = dists
+        self._leaves = alf_nest.flatten(dists)
+        super().__init__(self._leaves[0].batch_shape, validate_args=validate_args)
+
+    @property
+    def leaves(self) -> List[td.Distribution]:
+        """The leaf distributions in the action nest's flattening order."""
+        return self._leaves
+
+    @property
+    def has_rsample(self) -> bool:  # type: ignore[override]
+        return all(d.has_rsample for d in self._leaves)
+
+    def _map(self, fn) -> Any:
+        return alf_nest.map_structure(fn, self.dists)
+
+    @property
+    def mode(self) -> Any:
+        return self._map(lambda d: d.mode)
+
+    def sample(self, sample_shape=torch.Size()) -> Any:
+        return self._map(lambda d: d.sample(sample_shape))
+
+    def rsample(self, sample_shape=torch.Size()) -> Any:
+        return self._map(lambda d: d.rsample(sample_shape))
+
+    def log_prob(self, value: Any) -> torch.Tensor:
+        """``[B]``: the sum of each leaf's ``log_prob`` of its part of ``value``."""
+        return sum(d.log_prob(a) for d, a in zip(self._leaves, alf_nest.flatten(value)))
+
+    def entropy(self) -> torch.Tensor:
+        """``[B]``: the sum of the leaves' entropies (closed forms only; see
+        :func:`alf.utils.dist_utils.compute_entropy` for squashed Gaussians)."""
+        return sum(d.entropy() for d in self._leaves)

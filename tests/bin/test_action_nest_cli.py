@@ -1,0 +1,94 @@
+"""``python -m alf.bin.train`` on MultiDiscrete and Dict action spaces (issue 41, item 1).
+
+Before action nests were supported, PPO on a ``MultiDiscrete([3, 3])`` env exited 2 with
+"CategoricalProjectionNetwork needs a scalar discrete BoundedTensorSpec ... wrap the env
+to a single Discrete action". Now PPO and APPO (async, with env and policy workers) train
+them, play runs the trained policy, and the algorithms that need one action tensor
+refuse in one line naming the space, before anything is written. All cases start together
+(one module fixture) so the interpreter start-ups overlap.
+"""
+import os
+import subprocess
+
+import pytest
+
+GRID = "alf.examples.action_nest_envs:GridMove-v0"
+HYBRID = "alf.examples.action_nest_envs:HybridTarget-v0"
+TINY = ["--conf_param", "TrainerConfig.num_env_steps=0",
+        "--conf_param", "TrainerConfig.num_iterations=2",
+        "--conf_param", "TrainerConfig.unroll_length=8",
+        "--conf_param", "TrainerConfig.mini_batch_size=8",
+        "--conf_param", "TrainerConfig.evaluate=False",
+        "--conf_param", "create_environment.num_parallel_environments=2"]
+
+
+def _env(name):
+    return ["--conf_param", f"create_environment.env_name='{name}'"]
+
+
+CASES = {
+    "ppo_multidiscrete": ["--conf", "ppo_grid_multidiscrete.gin"] + TINY,
+    "ppo_hybrid": ["--conf", "ppo_hybrid_action.gin"] + TINY,
+    "appo_async_workers": ["--conf", "appo_cart_pole.gin"] + _env(GRID) + TINY + [
+        "--conf_param", "TrainerConfig.num_env_workers=2",
+        "--conf_param", "TrainerConfig.num_policy_workers=1"],
+    "dqn_multidiscrete": ["--conf", "dqn_cart_pole.gin"] + _env(GRID),
+    "sac_hybrid": ["--conf", "sac_pendulum.gin"] + _env(HYBRID),
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, alf_cli):
+    """name -> (returncode, stderr, root_dir) for every case in CASES."""
+    procs = {}
+    for name, args in CASES.items():
+        cwd = tmp_path_factory.mktemp(name)
+        procs[name] = (alf_cli.start("alf.bin.train", args + ["--root_dir", "runs/x"], cwd),
+                       cwd / "runs" / "x")
+    out = {}
+    for name, (p, root) in procs.items():
+        try:
+            _, stderr = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, stderr = p.communicate()
+        out[name] = (p.returncode, stderr, root)
+    return out
+
+
+def _trained(results, name):
+    rc, stderr, root = results[name]
+    assert rc == 0, stderr
+    assert "Traceback" not in stderr and "error" not in stderr, stderr
+    assert os.path.exists(root / "train" / "ckpt-0000000002.pt")
+    with open(root / "progress.csv") as f:
+        assert len(f.read().splitlines()) == 3  # header + 2 iterations
+    return root
+
+
+@pytest.mark.parametrize("name", ["ppo_multidiscrete", "ppo_hybrid", "appo_async_workers"])
+def test_action_nests_train(results, name):
+    _trained(results, name)
+
+
+def test_play_runs_a_hybrid_action_policy(results, alf_cli):
+    root = _trained(results, "ppo_hybrid")
+    p = alf_cli.run("alf.bin.play", ["--root_dir", str(root), "--num_episodes", "2"],
+                    cwd=root.parent)
+    assert p.returncode == 0, p.stderr
+    assert "episode 2: return" in p.stdout and "length 10" in p.stdout
+
+
+@pytest.mark.parametrize("name, algorithm, space", [
+    ("dqn_multidiscrete", "DqnAlgorithm takes one Discrete action", "MultiDiscrete([3, 3])"),
+    ("sac_hybrid", "SacAlgorithm takes one Box or one Discrete action",
+     "Dict(sign=Discrete(2), size=Box(1,))")])
+def test_other_algorithms_refuse_in_one_line(results, name, algorithm, space):
+    rc, stderr, root = results[name]
+    assert rc == 2, stderr
+    lines = [l for l in stderr.splitlines() if l.strip() and "random_seed not set" not in l]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("alf.bin.train: error: " + algorithm), stderr
+    assert f"not the action space {space};" in lines[0]
+    assert "train with PPOAlgorithm, ActorCriticAlgorithm, APPOAlgorithm" in lines[0]
+    assert not os.path.exists(root) and not os.path.exists(root.parent)
