@@ -157,11 +157,13 @@ class FileRun:
         self.previous: Optional[str] = None  # the text of the previous command that ran
         self.server: Optional[ForkServer] = None
         os.makedirs(workdir, exist_ok=True)
+        # a doc's files are saved where its commands run (``--conf=corridor.gin``) and
+        # where a placeholder path points (``--conf=/path/to/my_a2c.gin``)
         for name, text in fenced_files(doc_file).items():
-            path = os.path.join(workdir, "path", "to", name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text)
+            for path in (os.path.join(workdir, "path", "to", name), os.path.join(workdir, name)):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(text)
 
     # ------------------------------------------------------------- shortening
     def _rebase(self, word: str) -> str:
