@@ -38,6 +38,10 @@ def _import_ale(env_name: str, required: bool) -> bool:
                             f"not installed ({e}). Install it with: {_ATARI_HINT}") from None
         return False
     gym.register_envs(ale_py)
+    # the emulator's banner ("A.L.E: Arcade Learning Environment ...", "[Powered by
+    # Stella]") goes to stderr at each first ALE in a process; the env checker builds one
+    # before a config error can be reported, which must stay one line. Errors still show.
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     return True
 
 
