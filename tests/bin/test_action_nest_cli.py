@@ -3,10 +3,10 @@
 Before action nests were supported, PPO on a ``MultiDiscrete([3, 3])`` env exited 2 with
 "CategoricalProjectionNetwork needs a scalar discrete BoundedTensorSpec ... wrap the env
 to a single Discrete action". Now PPO and APPO (async, with env and policy workers) train
-them, SAC trains a Dict of Box actions (its replay buffer and checkpoint resume), play runs
-the trained policies, and the algorithms that need one action tensor refuse in one line
-naming the space, before anything is written. All cases start together (one module
-fixture) so the interpreter start-ups overlap.
+them, SAC trains a Dict of Box actions (also async with a policy worker; its replay buffer
+and checkpoint resume), play runs the trained policies, and the algorithms that need one
+action tensor refuse in one line naming the space, before anything is written. All cases
+start together (one module fixture) so the interpreter start-ups overlap.
 """
 import os
 import subprocess
@@ -38,6 +38,12 @@ CASES = {
     "sac_nested_box": ["--conf", "sac_nested_box.gin"] + TINY + [
         "--conf_param", "TrainerConfig.initial_collect_steps=8",
         "--conf_param", "TrainerConfig.save_replay_buffer=True"],
+    "sac_nested_box_async_workers": ["--conf", "sac_nested_box.gin"] + TINY + [
+        "--conf_param", "TrainerConfig.initial_collect_steps=8",
+        "--conf_param", "TrainerConfig.async_unroll=True",
+        "--conf_param", "TrainerConfig.num_env_workers=1",
+        "--conf_param", "TrainerConfig.env_groups_per_worker=2",
+        "--conf_param", "TrainerConfig.num_policy_workers=1"],
 }
 
 
@@ -71,7 +77,7 @@ def _trained(results, name):
 
 
 @pytest.mark.parametrize("name", ["ppo_multidiscrete", "ppo_hybrid", "appo_async_workers",
-                                  "sac_nested_box"])
+                                  "sac_nested_box", "sac_nested_box_async_workers"])
 def test_action_nests_train(results, name):
     _trained(results, name)
 
