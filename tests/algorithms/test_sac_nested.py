@@ -279,6 +279,13 @@ def test_sac_refuses_nests_that_are_not_all_1d_box(space, name):
     assert "train with PPOAlgorithm, ActorCriticAlgorithm, APPOAlgorithm" in msg
 
 
+def test_a_nested_actor_without_squashing_is_rejected():
+    plain = functools.partial(ActorDistributionNetwork, fc_layer_params=(8,))
+    with pytest.raises(IncompatibleSpecError, match="scale_distribution"):
+        SacAlgorithm(OBS, NEST, actor_network_ctor=plain, critic_network_ctor=critic,
+                     context=RunContext())
+
+
 def test_ddpg_refusal_of_a_box_nest_points_to_sac():
     with pytest.raises(IncompatibleSpecError) as e:
         DdpgAlgorithm(OBS, NEST, context=RunContext())
