@@ -135,6 +135,7 @@ def test_nested_log_prob_is_finite_where_tanh_saturates():
     assert torch.equal(joint, leaves[0][1] + leaves[1][1])
 
 
+@torch.no_grad()
 def test_nested_actions_within_each_leafs_bounds():
     alg = _sac()
     obs = torch.randn(2000, 3) * 5
