@@ -6,9 +6,11 @@ discrete action (gymnasium ``MultiDiscrete``/``MultiBinary``) and a
 :class:`~alf.utils.distributions.JointDistribution` for a ``Dict``/``Tuple`` nest; the
 algorithms that only use ``log_prob``/``entropy``/``sample``/``mode`` of the policy
 (``ActorCriticAlgorithm``, ``PPOAlgorithm``, ``APPOAlgorithm``, ``ImpalaAlgorithm``,
-``BcAlgorithm``) take them unchanged. Algorithms that need one action tensor (a Q-value
-per discrete action, a critic of a reparameterised Box action) refuse them before anything
-is built, naming the space as gymnasium writes it.
+``BcAlgorithm``) take them unchanged. ``SacAlgorithm`` takes a nest whose leaves are all
+1-d ``Box`` (:func:`is_box_nest`: one squashed Gaussian per leaf, its critics read the
+leaves concatenated). Algorithms that need one action tensor (a Q-value per discrete
+action, a critic of a reparameterised Box action) refuse them before anything is built,
+naming the space as gymnasium writes it.
 """
 from typing import Any, Tuple
 
@@ -51,12 +53,25 @@ def is_single_action(spec: Any) -> bool:
         spec.is_discrete() and spec.ndim == 0 or spec.is_continuous() and spec.ndim == 1)
 
 
+def is_box_nest(spec: Any) -> bool:
+    """A ``dict``/``tuple`` nest (gymnasium ``Dict``/``Tuple``) whose leaves are all 1-d
+    float actions (``Box``): what ``SacAlgorithm`` takes besides one Box or Discrete."""
+    if not isinstance(spec, (dict, tuple)):
+        return False
+    leaves = alf_nest.flatten(spec)
+    return bool(leaves) and all(isinstance(s, TensorSpec) and s.is_continuous()
+                                and s.ndim == 1 for s in leaves)
+
+
 def refuse_action_space(name: str, spec: Any, takes: str) -> IncompatibleSpecError:
     """The one-line refusal of an action space ``name`` cannot train: what it takes and
-    which algorithms take action nests (raise it)."""
+    which algorithms take action nests (raise it); a nest of Box actions is also pointed
+    to ``SacAlgorithm``."""
+    sac = ("; a Dict/Tuple nest of Box actions also trains with SacAlgorithm"
+           if is_box_nest(spec) else "")
     return IncompatibleSpecError(
         f"{name} takes {takes}, not the action space {space_name(spec)}; MultiDiscrete, "
-        f"MultiBinary and Dict/Tuple action spaces train with {NEST_ALGORITHMS}")
+        f"MultiBinary and Dict/Tuple action spaces train with {NEST_ALGORITHMS}{sac}")
 
 
 class NestCloning:

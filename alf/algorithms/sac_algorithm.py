@@ -8,6 +8,12 @@ by default, target = min over the ensemble), and automatic entropy tuning
 Discrete actions (Christodoulou 2019): the critics output Q(s, .) for every
 action and the expectations over the policy are exact sums.
 
+A ``Dict``/``Tuple`` nest of Box actions: the actor has one tanh-squashed Gaussian per
+leaf (``NestedProjectionNetwork``), ``log pi`` is the sum of the leaves' log-densities
+(they are independent given the state), ``target_entropy = -(total action dims)``, and
+the critics read the leaves concatenated in ``alf.nest.flatten`` order; the actor loss's
+``dQ/da~ . a~`` is summed over the leaves. A nest with a discrete leaf is refused.
+
 One update (``train_step`` on an n-step :class:`Transition` ``[B]``)::
 
     target = r + discount * (min_k Q'_k(s', a') - alpha * log pi(a'|s')),  a' ~ pi(s')
@@ -36,7 +42,7 @@ Learning with Offline Data", arXiv:2302.02948) is this SAC with:
   ``TrainerConfig.offline_buffer_dir`` with ``offline_fraction = 0.5``.
 """
 import math
-from functools import partial
+from functools import partial, reduce
 from typing import Any, Callable, NamedTuple, Optional
 
 import torch
@@ -45,7 +51,7 @@ from torch import nn
 
 import alf
 from alf import nest as alf_nest
-from alf.algorithms.action_nests import is_single_action, refuse_action_space
+from alf.algorithms.action_nests import is_box_nest, is_single_action, refuse_action_space
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.config_ranges import Discount, NonNegative, Positive, PositiveInt, UpdateRate
 from alf.data_structures import AlgStep, LossInfo, TimeStep
@@ -56,6 +62,7 @@ from alf.networks.q_networks import QNetwork
 from alf.replay_buffers.n_step import Transition
 from alf.tensor_specs import TensorSpec
 from alf.utils import dist_utils
+from alf.utils.distributions import JointDistribution
 from alf.utils.optimizers import Adam, OptimizerFactory
 from alf.utils.run_context import RunContext
 
@@ -87,14 +94,16 @@ def sac_actor_network(input_spec: Any, action_spec: TensorSpec,
 
 @alf.configurable
 class SacAlgorithm(OffPolicyAlgorithm):
-    """Soft Actor-Critic for continuous (Box [D]) or discrete (scalar Discrete) actions.
+    """Soft Actor-Critic for continuous (Box [D], or a Dict/Tuple nest of them) or
+    discrete (scalar Discrete) actions.
 
     Args:
         observation_spec, action_spec, reward_spec, context: see RLAlgorithm.
         actor_network_ctor: ``ctor(input_spec=, action_spec=)`` -> distribution network;
-            continuous actions need a bounded (tanh-squashed) distribution.
+            continuous actions need a bounded (tanh-squashed) distribution (per leaf of a
+            nest).
         critic_network_ctor: continuous: ``ctor(input_spec=(obs_spec, action_spec),
-            num_critics=)`` -> ``q [B, K]``.
+            num_critics=)`` -> ``q [B, K]`` (``action_spec`` may be a nest of Box).
         q_network_ctor: discrete: ``ctor(input_spec=, action_spec=, num_critics=)`` ->
             ``q [B, K, A]``.
         num_critics: ensemble size (2 = clipped double Q; RLPD uses 10).
@@ -106,7 +115,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
             losses keep their entropy terms either way.
         actor_critic_reduction: how the actor loss combines the critics: ``"min"``
             (SAC's clipped double Q) or ``"mean"`` (RLPD/REDQ with large ensembles).
-        target_entropy: None = ``-dim(A)`` (continuous) or ``0.98 * log(A)`` (discrete).
+        target_entropy: None = ``-dim(A)`` (continuous; a nest: minus the total dims of its
+            leaves) or ``0.98 * log(A)`` (discrete).
         initial_alpha: initial entropy coefficient.
         fixed_alpha: if set, alpha is this constant and not learned.
         actor_optimizer, critic_optimizer, alpha_optimizer: None = Adam(3e-4).
@@ -136,14 +146,11 @@ class SacAlgorithm(OffPolicyAlgorithm):
                  context: Optional[RunContext] = None,
                  debug_summaries: bool = False, name: str = "SacAlgorithm",
                  is_eval: bool = False):
-        if not is_single_action(action_spec):
-            raise refuse_action_space(name, action_spec, "one Box or one Discrete action (its critic and target entropy take one action tensor; a nest of Box leaves is not supported)")
-        if not isinstance(action_spec, TensorSpec) or not (
-                action_spec.is_discrete() and action_spec.ndim == 0
-                or action_spec.is_continuous() and action_spec.ndim == 1):
-            raise IncompatibleSpecError(
-                f"{name} needs a 1-d continuous (gymnasium Box) or a scalar discrete action "
-                f"space, got {action_spec!r}")
+        nested = is_box_nest(action_spec)
+        if not (nested or is_single_action(action_spec)):
+            raise refuse_action_space(
+                name, action_spec, "one Box, one Discrete or a Dict/Tuple nest of 1-d Box "
+                "actions (one squashed Gaussian per leaf; its critics take float actions)")
         if target_critic_subset is not None and not 1 <= int(target_critic_subset) <= num_critics:
             raise ConfigError(f"{name}.target_critic_subset must be in [1, num_critics = "
                               f"{num_critics}] or None (all critics), got {target_critic_subset}")
@@ -156,7 +163,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         self._target_subset = None if target_critic_subset is None else int(target_critic_subset)
         self._critic_entropy_backup = bool(critic_entropy_backup)
         self._actor_mean_q = actor_critic_reduction == "mean"
-        self._discrete = action_spec.is_discrete()
+        self._discrete = not nested and action_spec.is_discrete()
         self._actor = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
         if is_eval:  # predict_step reads the actor only (docs/design/eval_builds.md)
             self.eval_omitted = ("_critic", "_target_critic")
@@ -172,7 +179,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         else:
             self._critic = critic_network_ctor(input_spec=(observation_spec, action_spec),
                                                num_critics=num_critics)
-            default_entropy = -float(action_spec.shape[0])
+            default_entropy = -float(sum(s.shape[0] for s in alf_nest.flatten(action_spec)))
         self._target_critic = self.register_target(self._critic)
         self._target_entropy = default_entropy if target_entropy is None else float(target_entropy)
         self._fixed_alpha = fixed_alpha
@@ -193,7 +200,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
         obs = alf_nest.map_structure(lambda s: s.zeros((1,)), spec)
         with torch.no_grad():
             dist, _ = self._actor(obs)
-        if not isinstance(dist, torch.distributions.TransformedDistribution):
+        leaves = dist.leaves if isinstance(dist, JointDistribution) else [dist]
+        if not all(isinstance(d, torch.distributions.TransformedDistribution) for d in leaves):
             raise IncompatibleSpecError(
                 f"{self._name}: the actor must output a bounded (tanh-squashed) distribution for "
                 "continuous actions; set `NormalProjectionNetwork.scale_distribution = True` "
@@ -203,7 +211,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         """``[M]`` distinct critic indices drawn uniformly (global torch RNG)."""
         return torch.randperm(self._num_critics, device=self.device)[:self._target_subset]
 
-    def _target_min_q(self, obs: Any, action: torch.Tensor) -> torch.Tensor:
+    def _target_min_q(self, obs: Any, action: Any) -> torch.Tensor:
         """Continuous: ``min_k Q'_k(s', a')`` ``[B]`` over all target critics or, with
         ``target_critic_subset``, over a fresh random subset of them."""
         if self._target_subset is None:
@@ -246,16 +254,18 @@ class SacAlgorithm(OffPolicyAlgorithm):
             else:
                 target = t.reward + t.discount * next_q
         dist, _ = self._actor(obs)
-        new_action, log_pi_new = dist_utils.rsample_and_log_prob(dist)  # [B, D], [B]
+        new_action, log_pi_new = dist_utils.rsample_and_log_prob(dist)  # [B, D] (a nest), [B]
         q = self._critic((obs, t.action))[0]  # [B, K]
         diff = q - target[:, None]
         critic_loss = 0.5 * diff.square().sum(-1)
-        # dQ/da at a~, without touching the critics' weight gradients
-        a_leaf = new_action.detach().requires_grad_(True)
+        # dQ/da at a~ (each leaf of a nest), without touching the critics' weight gradients
+        a_leaf = alf_nest.map_structure(lambda a: a.detach().requires_grad_(True), new_action)
         q_new_all = self._critic((obs, a_leaf))[0]
         q_new = q_new_all.mean(-1) if self._actor_mean_q else q_new_all.min(-1).values
-        dqda, = torch.autograd.grad(q_new.sum(), a_leaf)
-        actor_loss = alpha * log_pi_new - (dqda * new_action).sum(-1)
+        dqda = torch.autograd.grad(q_new.sum(), alf_nest.flatten(a_leaf))
+        surrogate = reduce(torch.add, [(g * a).sum(-1) for g, a in
+                                       zip(dqda, alf_nest.flatten(new_action))])
+        actor_loss = alpha * log_pi_new - surrogate
         alpha_loss = -self._log_alpha * (log_pi_new.detach() + self._target_entropy)
         return SacInfo(critic_loss=critic_loss, actor_loss=actor_loss,
                        actor_objective=(alpha * log_pi_new - q_new).detach(),

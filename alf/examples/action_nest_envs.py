@@ -1,8 +1,9 @@
-"""Two small tasks with nested / multi-discrete action spaces, for the action-nest
-examples and tests (``ppo_grid_multidiscrete.gin``, ``ppo_hybrid_action.gin``).
+"""Small tasks with nested / multi-discrete action spaces, for the action-nest examples
+and tests (``ppo_grid_multidiscrete.gin``, ``ppo_hybrid_action.gin``,
+``sac_nested_box.gin``).
 
 Import the module (``import alf.examples.action_nest_envs`` in gin, or the env id
-``"alf.examples.action_nest_envs:GridMove-v0"``) to register both ids with gymnasium.
+``"alf.examples.action_nest_envs:GridMove-v0"``) to register the ids with gymnasium.
 
 * ``GridMove-v0``: a 7x7 grid; the agent and a goal start in random cells. The action is
   ``MultiDiscrete([3, 3])``: a move ``-1/0/+1`` along x and, independently, along y (so
@@ -15,6 +16,11 @@ Import the module (``import alf.examples.action_nest_envs`` in gin, or the env i
   shows a target ``t`` in ``[-1, 1]``; the action means ``(+1 if sign else -1) * size``
   and the reward is ``-|action - t|`` (0 at best); 10 steps an episode (truncated): a
   uniformly random policy scores -6.7 an episode, the optimal one 0. Observation: ``[t]``.
+* ``NestedBoxTarget-v0``: ``Dict(a=Box(-1, 1, (2,)), b=Box(0, 2, (1,)))`` actions (two
+  ``Box`` leaves with different bounds), one step an episode (terminated). The reward is
+  minus the Euclidean distance of the action ``(a, b)`` to the fixed target
+  ``a = (0.5, -0.25)``, ``b = 1.5`` (0 at best): a uniformly random policy scores -1.17 an
+  episode. Observation: ``[1]`` (nothing to read: the task is the action nest).
 """
 import gymnasium as gym
 import numpy as np
@@ -83,7 +89,32 @@ class HybridTarget(gym.Env):
         return self._new_target(), reward, False, False, {}
 
 
+class NestedBoxTarget(gym.Env):
+    """Hit a fixed target with an action nest of two ``Box`` leaves in one step (``Dict``)."""
+
+    metadata = {"render_modes": []}
+    TARGET = {"a": (0.5, -0.25), "b": (1.5,)}
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Dict({
+            "a": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "b": gym.spaces.Box(0.0, 2.0, (1,), np.float32)})
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.ones(1, np.float32), {}
+
+    def step(self, action):
+        error = np.concatenate([
+            np.asarray(action[k], np.float32).reshape(-1) - np.asarray(t, np.float32)
+            for k, t in self.TARGET.items()])
+        reward = -float(np.sqrt(np.square(error).sum()))
+        return np.ones(1, np.float32), reward, True, False, {}
+
+
 gym.register("GridMove-v0", entry_point=GridMove, max_episode_steps=GRID_STEPS,
              disable_env_checker=True)
 gym.register("HybridTarget-v0", entry_point=HybridTarget, max_episode_steps=HYBRID_STEPS,
              disable_env_checker=True)
+gym.register("NestedBoxTarget-v0", entry_point=NestedBoxTarget, disable_env_checker=True)

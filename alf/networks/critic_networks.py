@@ -4,7 +4,9 @@
 twin critics by default) as one batched computation with
 :class:`~alf.networks.ensemble_layers.EnsembleMLP`: the first layer reads the
 shared ``concat(observation, action)`` once, the others run one ``baddbmm``
-per layer for all critics. Each critic is initialised like the
+per layer for all critics. The action may be a ``dict``/``tuple`` nest of ``Box``
+leaves (SAC on a gymnasium ``Dict``/``Tuple`` of ``Box``): the critics read its leaves
+concatenated in :func:`alf.nest.flatten` order. Each critic is initialised like the
 ``nn.Sequential`` of ``nn.Linear`` that SB3 and CleanRL use (torch's default
 init), and computes exactly what that sequential would with its weights.
 """
@@ -13,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import torch
 
 import alf
+from alf import nest as alf_nest
 from alf.errors import IncompatibleSpecError
 from alf.networks.encoding_networks import EncodingNetwork
 from alf.networks.ensemble_layers import EnsembleMLP
@@ -25,6 +28,9 @@ Nest = Any
 @alf.configurable
 class CriticNetwork(Network):
     """``(observation [B, ...], action [B, D])`` -> (q ``[B, num_critics]``, ``()``).
+
+    The action may be a nest of ``[B, D_i]`` leaves (``D = sum D_i``), read as their
+    concatenation in :func:`alf.nest.flatten` order.
 
     The observation may be any nest that :class:`EncodingNetwork` accepts
     without convolutions (vectors, scalars, discrete scalars one-hot encoded,
@@ -43,7 +49,7 @@ class CriticNetwork(Network):
     """
 
     def __init__(self,
-                 input_spec: Tuple[Nest, TensorSpec],
+                 input_spec: Tuple[Nest, Nest],
                  fc_layer_params: Sequence[int] = (256, 256),
                  activation: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
                  num_critics: int = 2,
@@ -54,7 +60,7 @@ class CriticNetwork(Network):
         Args:
             input_spec: ``(observation_spec, action_spec)``; ``observation_spec``
                 a nest of ``TensorSpec``, ``action_spec`` a float ``TensorSpec``
-                of shape ``[D]`` (gymnasium Box).
+                of shape ``[D]`` (gymnasium Box) or a ``dict``/``tuple`` nest of them.
             fc_layer_params: hidden layer sizes applied to ``concat(obs, action)``
                 (or to ``concat(obs features, action)``).
             activation: activation of every hidden layer.
@@ -71,12 +77,14 @@ class CriticNetwork(Network):
             raise IncompatibleSpecError(
                 f"{name} needs input_spec=(observation_spec, action_spec), got {input_spec!r}")
         observation_spec, action_spec = input_spec
-        if not (isinstance(action_spec, TensorSpec) and action_spec.is_continuous()
-                and action_spec.ndim == 1):
+        leaves = alf_nest.flatten(action_spec) if isinstance(
+            action_spec, (TensorSpec, dict, tuple)) else []
+        if not leaves or not all(isinstance(s, TensorSpec) and s.is_continuous()
+                                 and s.ndim == 1 for s in leaves):
             raise IncompatibleSpecError(
                 f"{name} needs a float action TensorSpec of shape [D] (gymnasium Box with 1-d "
-                f"shape); got action spec {action_spec!r}. For discrete actions use QNetwork "
-                "(one Q value per action).")
+                f"shape) or a dict/tuple nest of them; got action spec {action_spec!r}. For "
+                "discrete actions use QNetwork (one Q value per action).")
         if int(num_critics) < 1:
             raise ValueError(f"{name}: num_critics must be >= 1, got {num_critics}")
         super().__init__(tuple(input_spec), name=name)
@@ -93,7 +101,8 @@ class CriticNetwork(Network):
             self._obs_mlp = EnsembleMLP(obs_size, observation_fc_layer_params, num_critics,
                                         activation=activation, use_layer_norm=use_layer_norm)
             obs_size = self._obs_mlp.output_size
-        self._joint_mlp = EnsembleMLP(obs_size + action_spec.shape[0], fc_layer_params,
+        action_size = sum(s.shape[0] for s in leaves)
+        self._joint_mlp = EnsembleMLP(obs_size + action_size, fc_layer_params,
                                       num_critics, output_size=1, activation=activation,
                                       use_layer_norm=use_layer_norm)
         self._output_spec = TensorSpec((self._num_critics,))
@@ -103,12 +112,14 @@ class CriticNetwork(Network):
         return self._num_critics
 
     @property
-    def action_spec(self) -> TensorSpec:
+    def action_spec(self) -> Nest:
         return self._action_spec
 
-    def _flat_inputs(self, inputs: Tuple[Nest, torch.Tensor]):
+    def _flat_inputs(self, inputs: Tuple[Nest, Nest]):
         """-> (obs features ``[N, d_obs]``, action ``[N, D]``, outer dims)."""
         obs, action = inputs
+        if not isinstance(action, torch.Tensor):  # an action nest: its leaves joined
+            action = torch.cat(alf_nest.flatten(action), -1)
         obs = obs if self._obs_is_plain_vector else self._obs_encoder(obs)[0]
         outer = tuple(action.shape[:-1])
         if len(outer) != 1:  # [T, B, ...] -> [T*B, ...]
@@ -116,9 +127,10 @@ class CriticNetwork(Network):
             action = action.reshape(-1, action.shape[-1])
         return obs, action.to(obs.dtype), outer
 
-    def forward(self, inputs: Tuple[Nest, torch.Tensor],
+    def forward(self, inputs: Tuple[Nest, Nest],
                 state: Nest = ()) -> Tuple[torch.Tensor, Nest]:
-        """``inputs = (observation [B, ...], action [B, D])`` -> (q ``[B, K]``, ``state``).
+        """``inputs = (observation [B, ...], action [B, D] or its nest)`` -> (q ``[B, K]``,
+        ``state``).
 
         Gradients flow to the parameters and to ``action`` (actor loss of
         DDPG/TD3/SAC); freeze the critic with ``requires_grad_(False)`` if only
@@ -136,7 +148,7 @@ class CriticNetwork(Network):
             q = q.reshape(outer + (k,))
         return q, state
 
-    def forward_critic(self, inputs: Tuple[Nest, torch.Tensor], index: int = 0) -> torch.Tensor:
+    def forward_critic(self, inputs: Tuple[Nest, Nest], index: int = 0) -> torch.Tensor:
         """Critic ``index`` alone: ``(observation [B, ...], action [B, D])`` -> q ``[B]``.
 
         Equal to ``forward(inputs)[0][..., index]`` at ``1/K`` of the cost: for
@@ -151,7 +163,7 @@ class CriticNetwork(Network):
         q = self._joint_mlp.forward_member(torch.cat([obs, action], dim=-1), index)  # [N, 1]
         return q.reshape(outer)
 
-    def forward_members(self, inputs: Tuple[Nest, torch.Tensor],
+    def forward_members(self, inputs: Tuple[Nest, Nest],
                         indices: torch.Tensor) -> torch.Tensor:
         """The critics ``indices`` (``[M]`` int64 tensor) alone:
         ``(observation [B, ...], action [B, D])`` -> q ``[B, M]``.

@@ -86,7 +86,7 @@ def sample_action(dist: Nest) -> Nest:
     return dist.rsample() if dist.has_rsample else dist.sample()
 
 
-def rsample_and_log_prob(dist: _Dist) -> Tuple[torch.Tensor, torch.Tensor]:
+def rsample_and_log_prob(dist: _Dist) -> Tuple[Nest, torch.Tensor]:
     """A reparameterised sample ``[B, D]`` and its ``log p`` ``[B]`` in one pass.
 
     For a squashed Gaussian (``TransformedDistribution`` over ``Independent(Normal)``,
@@ -94,7 +94,16 @@ def rsample_and_log_prob(dist: _Dist) -> Tuple[torch.Tensor, torch.Tensor]:
     density is computed from the pre-tanh sample, which is both faster and more
     accurate than inverting ``tanh`` inside ``log_prob``:
     ``log p(a) = log N(u) - sum log|d transform / du|``.
+
+    A :class:`JointDistribution` (an action nest) gives the nest of its leaves' samples
+    (each ``[B, D_leaf]``, drawn in ``alf.nest.flatten`` order) and the sum of their
+    ``log p``, each leaf computed as above: a saturated ``tanh`` in one leaf gives a
+    finite log-density, where ``JointDistribution.log_prob`` would invert it.
     """
+    if isinstance(dist, JointDistribution):
+        pairs = [rsample_and_log_prob(d) for d in dist.leaves]
+        action = alf_nest.pack_sequence_as(dist.dists, [a for a, _ in pairs])
+        return action, sum(lp for _, lp in pairs)
     if isinstance(dist, td.TransformedDistribution) and isinstance(dist.base_dist, td.Independent) \
             and isinstance(dist.base_dist.base_dist, td.Normal) \
             and dist.base_dist.reinterpreted_batch_ndims == 1:

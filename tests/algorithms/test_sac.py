@@ -216,8 +216,9 @@ def test_unsquashed_actor_is_rejected():
 
 
 def test_bad_action_specs_are_rejected():
-    with pytest.raises(IncompatibleSpecError, match=r"SacAlgorithm takes one Box or one "
-                       r"Discrete action .*not the action space MultiDiscrete\(\[3, 3\]\)"):
+    with pytest.raises(IncompatibleSpecError, match=r"SacAlgorithm takes one Box, one "
+                       r"Discrete or a Dict/Tuple nest of 1-d Box actions .*not the action "
+                       r"space MultiDiscrete\(\[3, 3\]\)"):
         SacAlgorithm(OBS, BoundedTensorSpec((2,), torch.int64, 0, 2),
                      actor_network_ctor=discrete_actor, q_network_ctor=q_net,
                      context=RunContext())

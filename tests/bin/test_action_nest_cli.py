@@ -3,9 +3,10 @@
 Before action nests were supported, PPO on a ``MultiDiscrete([3, 3])`` env exited 2 with
 "CategoricalProjectionNetwork needs a scalar discrete BoundedTensorSpec ... wrap the env
 to a single Discrete action". Now PPO and APPO (async, with env and policy workers) train
-them, play runs the trained policy, and the algorithms that need one action tensor
-refuse in one line naming the space, before anything is written. All cases start together
-(one module fixture) so the interpreter start-ups overlap.
+them, SAC trains a Dict of Box actions (also async with a policy worker; its replay buffer
+and checkpoint resume), play runs the trained policies, and the algorithms that need one
+action tensor refuse in one line naming the space, before anything is written. All cases
+start together (one module fixture) so the interpreter start-ups overlap.
 """
 import os
 import subprocess
@@ -34,6 +35,15 @@ CASES = {
         "--conf_param", "TrainerConfig.num_policy_workers=1"],
     "dqn_multidiscrete": ["--conf", "dqn_cart_pole.gin"] + _env(GRID),
     "sac_hybrid": ["--conf", "sac_pendulum.gin"] + _env(HYBRID),
+    "sac_nested_box": ["--conf", "sac_nested_box.gin"] + TINY + [
+        "--conf_param", "TrainerConfig.initial_collect_steps=8",
+        "--conf_param", "TrainerConfig.save_replay_buffer=True"],
+    "sac_nested_box_async_workers": ["--conf", "sac_nested_box.gin"] + TINY + [
+        "--conf_param", "TrainerConfig.initial_collect_steps=8",
+        "--conf_param", "TrainerConfig.async_unroll=True",
+        "--conf_param", "TrainerConfig.num_env_workers=1",
+        "--conf_param", "TrainerConfig.env_groups_per_worker=2",
+        "--conf_param", "TrainerConfig.num_policy_workers=1"],
 }
 
 
@@ -66,7 +76,8 @@ def _trained(results, name):
     return root
 
 
-@pytest.mark.parametrize("name", ["ppo_multidiscrete", "ppo_hybrid", "appo_async_workers"])
+@pytest.mark.parametrize("name", ["ppo_multidiscrete", "ppo_hybrid", "appo_async_workers",
+                                  "sac_nested_box", "sac_nested_box_async_workers"])
 def test_action_nests_train(results, name):
     _trained(results, name)
 
@@ -79,9 +90,29 @@ def test_play_runs_a_hybrid_action_policy(results, alf_cli):
     assert "episode 2: return" in p.stdout and "length 10" in p.stdout
 
 
+def test_play_runs_a_sac_policy_on_a_box_nest(results, alf_cli):
+    root = _trained(results, "sac_nested_box")
+    p = alf_cli.run("alf.bin.play", ["--root_dir", str(root), "--num_episodes", "2"],
+                    cwd=root.parent)
+    assert p.returncode == 0, p.stderr
+    assert "episode 2: return -" in p.stdout and "length 1" in p.stdout
+
+
+def test_sac_on_a_box_nest_resumes_with_its_replay_buffer(results, alf_cli):
+    # checkpoint + replay buffer of a Dict action restored (2 iterations x 2 envs x 8 steps)
+    root = _trained(results, "sac_nested_box")
+    p = alf_cli.run("alf.bin.train", ["--root_dir", str(root), "--conf_param",
+                                      "TrainerConfig.num_iterations=4"], cwd=root.parent)
+    assert p.returncode == 0, p.stderr
+    assert "[alf] resumed from iteration 2 (32 env steps)" in p.stderr
+    assert "[alf] restored the replay buffer: 32 steps" in p.stderr, p.stderr
+    assert os.path.exists(root / "train" / "ckpt-0000000004.pt")
+
+
 @pytest.mark.parametrize("name, algorithm, space", [
     ("dqn_multidiscrete", "DqnAlgorithm takes one Discrete action", "MultiDiscrete([3, 3])"),
-    ("sac_hybrid", "SacAlgorithm takes one Box or one Discrete action",
+    ("sac_hybrid", "SacAlgorithm takes one Box, one Discrete or a Dict/Tuple nest of 1-d "
+     "Box actions",
      "Dict(sign=Discrete(2), size=Box(1,))")])
 def test_other_algorithms_refuse_in_one_line(results, name, algorithm, space):
     rc, stderr, root = results[name]

@@ -50,6 +50,10 @@ _NO_CASE = {
     # issue 41's MultiDiscrete and Dict action examples, added on this AVX-512 stack (same
     # reason); both learn in tests/algorithms/test_action_nests.py
     "ppo_grid_multidiscrete.gin", "ppo_hybrid_action.gin",
+    # issue 41's SAC on a Dict of Box actions, added after the fixture was recorded (a new
+    # case needs the fixture regenerated at its reference commit); its losses, gradients
+    # and learning are checked by tests/algorithms/test_sac_nested.py
+    "sac_nested_box.gin",
 }
 
 
