@@ -67,11 +67,14 @@ def test_ppo_learns_the_multidiscrete_grid(tmp_path, alf_cli):
 
 def test_ppo_learns_the_hybrid_dict_action(tmp_path, alf_cli):
     """12,800 env steps: random -6.7 an episode, optimal 0; the last 5 rows average above
-    -4 (the sign is right and the size close: about -0.3 a step)."""
+    -1.5 (-0.15 a step). An unbounded Gaussian "size" once stalled at -2.9 (and at -2.5
+    after 40k steps): its mean went below the Box's 0 for negative targets, where every
+    sample is clipped to 0 and the size gets no gradient (half the targets lost);
+    ``squash_mean`` keeps the mean inside the bounds."""
     root = alf_cli.train_in_process(tmp_path / "runs" / "hybrid",
                                     "include 'ppo_hybrid_action.gin'\n")
     returns = _rows(root)
-    assert returns[0] < -5.0 and sum(returns[-5:]) / 5 > -4.0, returns
+    assert returns[0] < -5.0 and sum(returns[-5:]) / 5 > -1.5, returns
 
 
 # ---------------------------------------------------------------- APPO's V-trace on a nest
