@@ -67,8 +67,8 @@ def test_ppo_learns_the_multidiscrete_grid(tmp_path, alf_cli):
 
 def test_ppo_learns_the_hybrid_dict_action(tmp_path, alf_cli):
     """12,800 env steps: random -6.7 an episode, optimal 0; the last 5 rows average above
-    -1.5 (-0.15 a step). An unbounded Gaussian "size" once stalled at -2.9 (and at -2.5
-    after 40k steps): its mean went below the Box's 0 for negative targets, where every
+    -1.5 (-0.15 a step). An unbounded Gaussian "size" once stalled at -2.9 (-2.4 to -2.8
+    from 40k to 60k steps): its mean went below the Box's 0 for negative targets, where every
     sample is clipped to 0 and the size gets no gradient (half the targets lost);
     ``squash_mean`` keeps the mean inside the bounds."""
     root = alf_cli.train_in_process(tmp_path / "runs" / "hybrid",
