@@ -10,7 +10,7 @@ Import the module (``import alf.examples.action_nest_envs`` in gin, or the env i
   the best action moves diagonally toward the goal). Reward: the decrease of the
   Manhattan distance to the goal each step (``+2`` at best) plus 1 on reaching it, which
   ends the episode; 20 steps truncate it. Observation: ``[dx, dy] / 6`` (goal minus
-  agent), float32 in ``[-1, 1]``. A uniformly random policy scores 1.2 an episode on
+  agent), float32 in ``[-1, 1]``. A uniformly random policy scores 0.9 an episode on
   average, the optimal one 5.65 (1 + the start distance).
 * ``HybridTarget-v0``: ``Dict(sign=Discrete(2), size=Box(0, 1, (1,)))`` actions. Each step
   shows a target ``t`` in ``[-1, 1]``; the action means ``(+1 if sign else -1) * size``

@@ -269,8 +269,10 @@ def test_ppo_refuses_async_unroll_but_appo_and_impala_accept_it():
     assert str(e.value).splitlines()[0] == (  # gin appends "In call to configurable ..."
         "PPOAlgorithm trains on its own fresh samples; with TrainerConfig.async_unroll=True "
         "the samples come from an older policy: use APPOAlgorithm (PPO's loss with V-trace "
-        "correction), e.g. --conf=appo_cart_pole.gin (CartPole-v1) or --conf=appo_atari.gin "
-        "(ALE/Breakout-v5)")  # no env in the (empty) gin config: every APPO example
+        "correction), e.g. --conf=appo_cart_pole.gin (CartPole-v1) or "
+        "--conf=appo_grid_multidiscrete.gin (GridMove-v0) or --conf=appo_hybrid_action.gin "
+        "(HybridTarget-v0) or --conf=appo_atari.gin (ALE/Breakout-v5)")
+    # no env in the (empty) gin config: every APPO example
 
     class MyPPO(PPOAlgorithm):
         pass
