@@ -53,6 +53,7 @@ class ReferenceSearch:
         self.sign = -1.0 if two_player else 1.0
         self.max_considered, self.c_visit, self.c_scale = max_considered_actions, c_visit, c_scale
 
+    @torch.no_grad()
     def search(self, model: SearchModel, observation: Any, legal: Optional[Sequence[bool]] = None,
                noise: Optional[Sequence[float]] = None,
                gumbel: Optional[Sequence[float]] = None) -> Dict[str, Any]:
