@@ -44,12 +44,14 @@ class TreeSearch:
             action drawn from ``N(a)^(1/temperature)`` and the visit distribution as the
             policy (MuZero); ``"gumbel"``: Gumbel MuZero's root and interior selection,
             its improved policy, no Dirichlet noise.
-        temperature: visit-count action temperature; 0 takes the most visited action.
+        temperature: visit-count selection's acting temperature; 0 takes the most visited
+            action (Gumbel's action is its own: the Gumbel draw is the exploration).
         pb_c_init: MuZero's ``c1``, the exploration weight of pUCT.
         pb_c_base: MuZero's ``c2``, the visit count where exploration starts growing.
         dirichlet_alpha: concentration of the root's Dirichlet noise (AlphaZero: 0.3 for
             chess, 0.03 for Go; MuZero Atari 0.25).
-        root_exploration_fraction: weight of the noise in the root's prior; 0: no noise.
+        root_exploration_fraction: weight of the Dirichlet noise in the root's prior; 0:
+            no noise (visit-count selection only).
         two_player: two players alternate (zero-sum): a child's value counts with the
             opposite sign for its parent. Rewards and values are the mover's.
         max_considered_actions: Gumbel: how many root actions Gumbel-top-k keeps for

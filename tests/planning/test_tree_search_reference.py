@@ -61,3 +61,20 @@ def test_deterministic_given_the_generator(selection):
     for x, y in zip(first, again):
         assert torch.equal(x, y)
     assert not all(torch.equal(x, y) for x, y in zip(first, other))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("selection", ["visit_count", "gumbel"])
+def test_searches_on_the_inputs_device(selection):
+    """On CUDA the search's tensors live on the model's device and build the trees the
+    CPU builds (float64: no near-tie splits)."""
+    model, obs, legal = _inputs(6)
+    cuda = RandomModel(B, A, params={k: v.cuda() for k, v in model.p.items()})
+    search = TreeSearch(num_simulations=SIMS, action_selection=selection, temperature=0.0,
+                        root_exploration_fraction=0.0, gumbel_scale=0.0)
+    on_cpu = search.search(model, obs, legal)
+    on_gpu = search.search(cuda, obs.cuda(), legal.cuda(),
+                           generator=torch.Generator(device="cuda").manual_seed(0))
+    assert on_gpu.visit_counts.device.type == "cuda"
+    assert on_gpu.visit_counts.cpu().tolist() == on_cpu.visit_counts.tolist()
+    assert on_gpu.action.cpu().tolist() == on_cpu.action.tolist()
