@@ -142,3 +142,16 @@ def test_one_model_call_per_simulation_for_the_whole_batch():
     model = Counting(5, 3, seed=9)
     TreeSearch(num_simulations=12).search(model, torch.zeros(5, 4), generator=_gen())
     assert Counting.calls == 12
+
+
+def test_visit_count_actions_follow_the_tempered_visits():
+    """Temperature 1 draws actions in proportion to the visits; temperature 0.5 in
+    proportion to their squares."""
+    n = 4000
+    search = TreeSearch(num_simulations=20, discount=1.0, root_exploration_fraction=0.0)
+    model, obs = BanditModel([0.2, 0.6, 0.4]), torch.zeros(n, 1)
+    for t, power in ((1.0, 1.0), (0.5, 2.0)):
+        out = search.search(model, obs, generator=_gen(11), temperature=t)
+        want = out.visit_counts[0] ** power
+        freq = torch.bincount(out.action, minlength=3) / n
+        assert freq.tolist() == pytest.approx((want / want.sum()).tolist(), abs=0.03)

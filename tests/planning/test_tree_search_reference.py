@@ -3,6 +3,7 @@ visit counts, root values and Q, for several batch rows each with its own model.
 import pytest
 import torch
 
+from alf.planning.noise import sample_gumbel
 from alf.planning.reference_search import ReferenceSearch
 from alf.planning.tree_search import TreeSearch
 from tests.planning.toy_models import RandomModel
@@ -78,3 +79,19 @@ def test_searches_on_the_inputs_device(selection):
     assert on_gpu.visit_counts.device.type == "cuda"
     assert on_gpu.visit_counts.cpu().tolist() == on_cpu.visit_counts.tolist()
     assert on_gpu.action.cpu().tolist() == on_cpu.action.tolist()
+
+
+def test_same_tree_with_the_same_gumbel_draw():
+    """Gumbel mode draws its Gumbel noise first from the generator: the reference given
+    that draw grows the same trees and takes the same actions."""
+    model, obs, legal = _inputs(8)
+    kw = dict(num_simulations=SIMS, action_selection="gumbel", max_considered_actions=4)
+    out = TreeSearch(**kw).search(model, obs, legal, torch.Generator().manual_seed(9))
+    g = sample_gumbel(torch.Size([B, A]), torch.float64, torch.device("cpu"),
+                      torch.Generator().manual_seed(9))
+    reference = ReferenceSearch(**kw)
+    for b in range(B):
+        ref = reference.search(model.row(b), obs[b:b + 1], legal=legal[b].tolist(),
+                               gumbel=g[b].tolist())
+        assert out.visit_counts[b].tolist() == ref["visits"]
+        assert int(out.action[b]) == ref["action"]
