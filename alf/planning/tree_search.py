@@ -17,6 +17,7 @@ Rules, by source:
 One model call per simulation serves the whole batch; the loops are over simulations
 and depth only. Layout and parameters: docs/design/tree_search.md.
 """
+import functools
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -30,6 +31,14 @@ from alf.planning.search_model import SearchModel, SearchResult
 from alf.planning.tree import Tree
 
 Path = List[Tuple[torch.Tensor, torch.Tensor]]  # per depth: node [B], on the path [B]
+
+
+@functools.lru_cache(maxsize=32)
+def _halving_table(max_considered: int, num_simulations: int) -> torch.Tensor:
+    """``[max_considered + 1, num_simulations]``: row ``m`` is the halving schedule of
+    ``m`` considered actions (a root's ``m`` picks its row; built once per shape)."""
+    return torch.tensor([scores.halving_schedule(m, num_simulations)
+                         for m in range(max_considered + 1)])
 
 
 @alf.configurable
@@ -127,10 +136,9 @@ class TreeSearch:
         rank = torch.empty_like(order).scatter_(
             1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
         m = tree.legal.sum(-1).clamp(max=self.max_considered)
-        table = torch.tensor([scores.halving_schedule(i, self.num_simulations)
-                              for i in range(order.shape[1] + 1)], device=order.device)
+        table = _halving_table(min(order.shape[1], self.max_considered), self.num_simulations)
         return {"gumbel": g, "considered": rank < m.unsqueeze(-1),
-                "schedule": table[m].to(logits.dtype)}
+                "schedule": table.to(device=m.device, dtype=logits.dtype)[m]}
 
     # ------------------------------------------------------------- selection
     def _select(self, tree: Tree, root: dict, k: int
