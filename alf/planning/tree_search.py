@@ -18,7 +18,7 @@ One model call per simulation serves the whole batch; the loops are over simulat
 and depth only. Layout and parameters: docs/design/tree_search.md.
 """
 import functools
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -31,6 +31,15 @@ from alf.planning.search_model import SearchModel, SearchResult
 from alf.planning.tree import Tree
 
 Path = List[Tuple[torch.Tensor, torch.Tensor]]  # per depth: node [B], on the path [B]
+
+
+class GumbelRoot(NamedTuple):
+    """Gumbel MuZero's root state: the draw ``g [B, A]``, the considered actions (the
+    Gumbel-top-k of ``g + logits`` among the legal ones) ``[B, A]`` bool, and each root's
+    halving schedule ``[B, num_simulations]`` (visit count due at each simulation)."""
+    gumbel: torch.Tensor
+    considered: torch.Tensor
+    schedule: torch.Tensor
 
 
 @functools.lru_cache(maxsize=32)
@@ -110,7 +119,7 @@ class TreeSearch:
         """
         latent, logits, value = model.initial_inference(observation)
         tree = Tree(latent, logits, value, self.num_simulations + 1, legal_mask)
-        if not bool(tree.legal.any(-1).all()):
+        if legal_mask is not None and not bool(tree.legal.any(-1).all()):
             raise ValueError("TreeSearch: every root needs at least one legal action")
         root = self._prepare_root(tree, generator)
         for k in range(self.num_simulations):
@@ -119,7 +128,8 @@ class TreeSearch:
         return self._result(tree, root, generator, temperature)
 
     # ------------------------------------------------------------------ root
-    def _prepare_root(self, tree: Tree, generator: Optional[torch.Generator]) -> dict:
+    def _prepare_root(self, tree: Tree, generator: Optional[torch.Generator]
+                      ) -> Optional[GumbelRoot]:
         """Dirichlet noise into the root prior, or the Gumbel draws, the considered actions
         ``[B, A]`` and the halving schedule ``[B, num_simulations]`` (Gumbel)."""
         logits = tree.logits[:, 0]
@@ -128,7 +138,7 @@ class TreeSearch:
             f = self.noise_fraction
             tree.prior[:, 0] = (1 - f) * tree.prior[:, 0] + f * noise
         if not self.gumbel:
-            return {}
+            return None
         g = sample_gumbel(logits.shape, logits.dtype, logits.device, generator)
         g = self.gumbel_scale * g
         score = g + logits
@@ -137,11 +147,11 @@ class TreeSearch:
             1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
         m = tree.legal.sum(-1).clamp(max=self.max_considered)
         table = _halving_table(min(order.shape[1], self.max_considered), self.num_simulations)
-        return {"gumbel": g, "considered": rank < m.unsqueeze(-1),
-                "schedule": table.to(device=m.device, dtype=logits.dtype)[m]}
+        return GumbelRoot(g, rank < m.unsqueeze(-1),
+                          table.to(device=m.device, dtype=logits.dtype)[m])
 
     # ------------------------------------------------------------- selection
-    def _select(self, tree: Tree, root: dict, k: int
+    def _select(self, tree: Tree, root: Optional[GumbelRoot], k: int
                 ) -> Tuple[Path, torch.Tensor, torch.Tensor]:
         """Walk every tree from the root to an unexpanded edge: the path, and each tree's
         leaf parent ``[B]`` and action ``[B]``."""
@@ -163,8 +173,8 @@ class TreeSearch:
             node = torch.where(on_path, child, node)
             depth += 1
 
-    def _scores(self, tree: Tree, node: torch.Tensor, root: dict, k: Optional[int]
-                ) -> torch.Tensor:
+    def _scores(self, tree: Tree, node: torch.Tensor, root: Optional[GumbelRoot],
+                k: Optional[int]) -> torch.Tensor:
         """Selection scores ``[B, A]`` at ``node [B]``; ``k`` the simulation at the root,
         None below it."""
         visits, visited, q = tree.children_stats(node, self.discount, self.sign)
@@ -178,10 +188,9 @@ class TreeSearch:
         sig = self._sigma(tree, q, visited, prior, visits, tree.raw_value[tree.rows, node])
         if k is None:
             return scores.gumbel_interior_scores(logits + sig, visits)
-        score = root["gumbel"] + logits + sig
-        due = root["considered"] & (visits == root["schedule"][:, k:k + 1])
-        any_due = due.any(-1, keepdim=True)
-        allowed = torch.where(any_due, due, root["considered"])
+        score = root.gumbel + logits + sig
+        due = root.considered & (visits == root.schedule[:, k:k + 1])
+        allowed = torch.where(due.any(-1, keepdim=True), due, root.considered)
         return score.masked_fill(~allowed, float("-inf"))
 
     def _sigma(self, tree: Tree, q: torch.Tensor, visited: torch.Tensor, prior: torch.Tensor,
@@ -215,7 +224,7 @@ class TreeSearch:
             ret = torch.where(on_path, r + self.discount * self.sign * ret, ret)
 
     # ---------------------------------------------------------------- result
-    def _result(self, tree: Tree, root: dict, generator: Optional[torch.Generator],
+    def _result(self, tree: Tree, root: Optional[GumbelRoot], generator: Optional[torch.Generator],
                 temperature: Optional[float]) -> SearchResult:
         """The action, policy, value and root statistics of every tree."""
         node = torch.zeros_like(tree.rows)
@@ -226,9 +235,9 @@ class TreeSearch:
             logits, prior = tree.logits[:, 0], tree.prior[:, 0]
             improved = logits + self._sigma(tree, q, visited, prior, visits, tree.raw_value[:, 0])
             policy = torch.softmax(improved, dim=-1)
-            most = root["considered"] & (visits == torch.where(
-                root["considered"], visits, -1).max(-1, keepdim=True).values)
-            act = (root["gumbel"] + improved).masked_fill(~most, float("-inf")).argmax(-1)
+            most = root.considered & (visits == torch.where(
+                root.considered, visits, -1).max(-1, keepdim=True).values)
+            act = (root.gumbel + improved).masked_fill(~most, float("-inf")).argmax(-1)
         else:
             policy = visits / visits.sum(-1, keepdim=True)
             act = self._visit_action(visits, generator, temperature)
