@@ -1,5 +1,5 @@
 """Small models for the tree-search tests: random per-row networks, a bandit, a two-step
-tree and a perfect tic-tac-toe simulator, all :class:`alf.planning.SearchModel`s."""
+tree and a perfect tic-tac-toe simulator, all :class:`alf.planning.search_model.SearchModel`s."""
 from typing import Tuple
 
 import torch
