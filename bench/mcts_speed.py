@@ -31,7 +31,8 @@ from alf.planning.tree_search import TreeSearch
 
 class TinyMuZeroModel(nn.Module):
     """MLPs: ``h(obs) -> latent``, ``g(latent, onehot a) -> (latent, reward)``,
-    ``f(latent) -> (logits, value)``; the :class:`alf.planning.search_model.SearchModel` protocol."""
+    ``f(latent) -> (logits, value)``; the
+    :class:`alf.planning.search_model.SearchModel` protocol."""
 
     def __init__(self, obs_dim: int, num_actions: int, hidden: int):
         super().__init__()
