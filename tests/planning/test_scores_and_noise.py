@@ -68,8 +68,10 @@ def test_gamma_and_dirichlet_moments(alpha):
 
 
 def test_noise_is_fixed_by_the_generator():
-    draw = lambda s: sample_gumbel(torch.Size([5]), torch.float32, torch.device("cpu"),  # noqa: E731
-                                   torch.Generator().manual_seed(s))
+    def draw(seed):
+        return sample_gumbel(torch.Size([5]), torch.float32, torch.device("cpu"),
+                             torch.Generator().manual_seed(seed))
+
     assert torch.equal(draw(3), draw(3)) and not torch.equal(draw(3), draw(4))
     big = sample_gumbel(torch.Size([20000]), torch.float64, torch.device("cpu"),
                         torch.Generator().manual_seed(0))
