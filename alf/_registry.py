@@ -17,6 +17,7 @@ _MODULES = [
     "alf.algorithms.ddpg_algorithm",
     "alf.algorithms.td3_algorithm",
     "alf.replay_buffers.replay_buffer",
+    "alf.planning.tree_search",
     "alf.trainers.trainer_config",
 ]
 
