@@ -36,6 +36,7 @@ from gymnasium import spaces
 from gymnasium.utils.passive_env_checker import check_action_space, check_observation_space
 
 from alf.environments.backends import make_single_env
+from alf.environments.env_errors import EnvErrorWrapper
 from alf.environments.env_request import EnvRequest
 from alf.environments.vector_reward import declared_reward_dim
 from alf.errors import EnvCheckError, UserError
@@ -65,11 +66,14 @@ def check_environment(request: EnvRequest) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # gymnasium's warnings: the checks below say it
-            env = make_single_env(dataclasses.replace(request, num_envs=1, env_id_offset=0), 0)
+            env = _make(name, request)
             try:
+                # the run's EnvErrorWrapper left out: the check names the call itself
+                wrapped = env.env if isinstance(env, EnvErrorWrapper) else env
                 _check_env(f"Environment '{name}'", env.unwrapped, request.seed)
-                if env is not env.unwrapped:
-                    _check_env(f"Environment '{name}' (through its wrappers)", env, request.seed)
+                if wrapped is not env.unwrapped:
+                    _check_env(f"Environment '{name}' (through its wrappers)", wrapped,
+                               request.seed)
             finally:
                 _close_quietly(env)
     finally:
@@ -77,6 +81,22 @@ def check_environment(request: EnvRequest) -> None:
         np.random.set_state(states[1])
         torch.set_rng_state(states[2])
     _checked.add(key)
+
+
+def _make(name: str, request: EnvRequest) -> gym.Env:
+    """One copy of the env as a backend builds it; an exception of its constructor (or
+    gymnasium refusing it, e.g. no observation_space) is one line naming the env, ending
+    with the env's own error; a keyword the constructor does not take names
+    ``env_kwargs``."""
+    try:
+        return make_single_env(dataclasses.replace(request, num_envs=1, env_id_offset=0), 0)
+    except (UserError, ModuleNotFoundError):
+        raise  # alf's own messages; a missing package of an extra (alf.bin.extras)
+    except Exception as e:  # noqa: BLE001 - the user's code: any error is reported
+        kwargs = (" (fix create_environment.env_kwargs, or the constructor's arguments)"
+                  if isinstance(e, TypeError) and "keyword argument" in str(e) else "")
+        raise EnvCheckError(f"Environment '{name}': gym.make() raised{kwargs} "
+                            f"{type(e).__name__}: {_one_line(e)}") from e
 
 
 def _close_quietly(env: gym.Env) -> None:
