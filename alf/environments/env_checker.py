@@ -38,6 +38,7 @@ from gymnasium.utils.passive_env_checker import check_action_space, check_observ
 from alf.environments.backends import make_single_env
 from alf.environments.env_errors import EnvErrorWrapper
 from alf.environments.env_request import EnvRequest
+from alf.environments.spec_utils import action_spec_from_space, observation_spec_from_space
 from alf.environments.vector_reward import declared_reward_dim
 from alf.errors import EnvCheckError, UserError
 
@@ -108,13 +109,18 @@ def _close_quietly(env: gym.Env) -> None:
 
 def _check_env(who: str, env: gym.Env, seed: int) -> None:
     """Spaces, one reset and one step of ``env`` (bare or wrapped); ``who`` starts messages."""
-    for attr, check in (("observation_space", check_observation_space),
-                        ("action_space", check_action_space)):
+    for attr, check, to_spec in (
+            ("observation_space", check_observation_space, observation_spec_from_space),
+            ("action_space", check_action_space, action_spec_from_space)):
         try:
             check(getattr(env, attr, None))
         except AssertionError as e:
             raise EnvCheckError(f"{who}: {attr}: {_one_line(e)} (set self.{attr} to a "
                                 f"gymnasium.spaces.Space in __init__)") from None
+        try:  # a space alf has no spec for (Text, Graph, Sequence, ...)
+            to_spec(getattr(env, attr))
+        except UserError as e:
+            raise EnvCheckError(f"{who}: {attr}: {e}") from None
     result = _call(who, "reset()", env.reset, seed=seed)
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
         raise EnvCheckError(f"{who}: reset() returned {type(result).__name__}, not a tuple "

@@ -5,7 +5,8 @@ their gin file (``import onb_env`` there registers ``OnbBad-v0`` and ``OnbDict-v
 with their own env (issue 41, item 3); ``""`` is a correct env. Observation ``Box(4)``,
 action ``Discrete(2)``, 10-step episodes. ``"step_raises_late"`` raises at the env's 25th
 step over episodes (after the start-up check passed); ``"ctor_raises"`` raises in the
-constructor. ``OnbNoObsSpace-v0`` never sets ``observation_space``.
+constructor. ``OnbNoObsSpace-v0`` never sets ``observation_space``; ``OnbText-v0`` has a
+``Text`` action space.
 """
 import textwrap
 
@@ -86,6 +87,14 @@ ONB_ENV = textwrap.dedent('''
             return np.zeros(4, np.float32), 0.0, False, False, {}
 
 
+    class OnbText(OnbBad):
+        """A Text action space: no distribution alf can put on it."""
+        def __init__(self):
+            super().__init__()
+            self.action_space = gym.spaces.Text(5)
+
+
+    gym.register("OnbText-v0", entry_point=OnbText, max_episode_steps=10)
     gym.register("OnbNoObsSpace-v0", entry_point=OnbNoObsSpace, max_episode_steps=10)
     gym.register("OnbBad-v0", entry_point=OnbBad, max_episode_steps=10)
     gym.register("OnbDict-v0", entry_point=OnbDict, max_episode_steps=10)

@@ -198,3 +198,12 @@ def test_a_nan_in_an_async_env_worker_stops_the_run_naming_the_env(alf_cli, tmp_
     assert message.startswith(f"{ENV} env 0 (of 1) returned a NaN observation at its step 3"), \
         message
     assert "restart" not in result.stderr, result.stderr
+
+
+def test_an_action_space_alf_cannot_act_in_names_the_env(alf_cli, tmp_path):
+    """A Text action space was one line, but without the env's id (which env of a config
+    with several, e.g. an evaluation env, was it?)."""
+    message = _mistake(alf_cli, tmp_path, "", env="OnbText-v0")
+    assert message.startswith("Environment 'OnbText-v0': action_space: Unsupported action "
+                              "space Text("), message
+    assert "alf handles Discrete, Box, MultiDiscrete, MultiBinary" in message, message
