@@ -37,7 +37,8 @@ Start-up: mistakes that already gave one line before issue 41 (kept from regress
 21. no_obs_space: the env never sets observation_space.
 22. text_action: a Text action space (no distribution alf can put on it).
 23. dqn_on_box: DQN's config on an env with a Box action.
-24. sac_on_discrete: SAC's config on an env with a Discrete action.
+24. sac_on_multidiscrete: SAC's config on an env with a MultiDiscrete([3, 3]) action (SAC
+    takes one Box or one Discrete; PPO, APPO, A2C take the nest).
 25. reset_no_seed: reset(self) without the seed=/options= keywords.
 During the run, and an image without conv settings
 26. image_no_conv: a (32, 32, 3) image observation with an MLP-only config (a one-line
@@ -139,6 +140,12 @@ MY_ENV = textwrap.dedent('''
             self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
+    class MultiDiscreteEnv(MyEnv):
+        def __init__(self):
+            super().__init__()
+            self.action_space = gym.spaces.MultiDiscrete([3, 3])
+
+
     class TextActionEnv(MyEnv):
         def __init__(self):
             super().__init__()
@@ -183,6 +190,7 @@ MY_ENV = textwrap.dedent('''
 
     for _name, _cls in [("MyEnv-v0", MyEnv), ("MyDict-v0", DictEnv),
                         ("MyBoxAction-v0", BoxActionEnv), ("MyText-v0", TextActionEnv),
+                        ("MyMultiDiscrete-v0", MultiDiscreteEnv),
                         ("MyNoObsSpace-v0", NoObsSpaceEnv), ("MyNoSeed-v0", NoSeedEnv),
                         ("MyBrokenCtor-v0", BrokenCtorEnv), ("MyImage-v0", ImageEnv)]:
         gym.register(_name, entry_point=_cls, max_episode_steps=10)
@@ -303,10 +311,12 @@ CASES: List[Case] = [
     Case("ctor_raises", _env("MyBrokenCtor-v0"), ["'MyBrokenCtor-v0'", "arena.yaml"]),
     Case("no_obs_space", _env("MyNoObsSpace-v0"), ["'MyNoObsSpace-v0'", "observation_space"]),
     Case("text_action", _env("MyText-v0"), ["'MyText-v0'", "Text"]),
-    Case("dqn_on_box", _env("MyBoxAction-v0"), ["DQN", "Box"], base=DQN),
-    Case("sac_on_discrete", _env("MyEnv-v0"), ["SAC", "Discrete"], base=SAC),
+    Case("dqn_on_box", _env("MyBoxAction-v0"), ["DqnAlgorithm", "Discrete"], base=DQN),
+    Case("sac_on_multidiscrete", _env("MyMultiDiscrete-v0"), ["Sac", "one Box or one Discrete"],
+         base=SAC),
     Case("reset_no_seed", _env("MyNoSeed-v0"), ["'MyNoSeed-v0'", "reset()", "seed"]),
-    Case("image_no_conv", _env("MyImage-v0"), ["flattened", "(32, 32, 3)"], "warn"),
+    Case("image_no_conv", _env("MyImage-v0"), ["flattened", "[32, 32, 3]", "conv_layer_params"],
+         "warn"),
     Case("step_raises_late", _env("MyEnv-v0", "step_raises_late", bad_step=25),
          [MY, "step()", "my step bug: bad action table"], "run"),
     Case("async_nan_obs", _env("MyEnv-v0", "nan_obs", bad_step=20),

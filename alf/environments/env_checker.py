@@ -96,7 +96,10 @@ def _make(name: str, request: EnvRequest) -> gym.Env:
     except Exception as e:  # noqa: BLE001 - the user's code: any error is reported
         kwargs = (" (fix create_environment.env_kwargs, or the constructor's arguments)"
                   if isinstance(e, TypeError) and "keyword argument" in str(e) else "")
-        raise EnvCheckError(f"Environment '{name}': gym.make() raised{kwargs} "
+        fix = "".join(f" (set self.{attr} to a gymnasium.spaces.Space in __init__)"
+                      for attr in ("observation_space", "action_space")
+                      if f"must specify an {attr.replace('_', ' ')}" in str(e))
+        raise EnvCheckError(f"Environment '{name}': gym.make() raised{kwargs}{fix} "
                             f"{type(e).__name__}: {_one_line(e)}") from e
 
 

@@ -146,8 +146,9 @@ def test_check_env_off_skips_the_start_check(alf_cli, tmp_path):
 @pytest.mark.parametrize("env,mistake,call,error", [
     ("OnbBad-v0", "ctor_raises", "gym.make()",
      "FileNotFoundError: my env: config file 'arena.yaml' not found"),
-    ("OnbNoObsSpace-v0", "", "gym.make()",
-     "AttributeError: The environment must specify an observation space."),
+    ("OnbNoObsSpace-v0", "", "gym.make()", "(set self.observation_space to a gymnasium."
+     "spaces.Space in __init__) AttributeError: The environment must specify an observation "
+     "space."),
 ])
 def test_an_env_that_cannot_be_made_is_one_line_naming_it(alf_cli, tmp_path, env, mistake,
                                                           call, error):
