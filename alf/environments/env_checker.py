@@ -142,7 +142,11 @@ def _call(who: str, call: str, fn: Callable, *args, **kwargs) -> Any:
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: any error is reported
-        raise EnvCheckError(f"{who}: {call} raised {type(e).__name__}: {_one_line(e)}") from e
+        fix = (" (gymnasium's reset takes seed and options: def reset(self, *, seed=None, "
+               "options=None), then super().reset(seed=seed))"
+               if call == "reset()" and isinstance(e, TypeError) and "keyword argument" in str(e)
+               else "")
+        raise EnvCheckError(f"{who}: {call} raised{fix} {type(e).__name__}: {_one_line(e)}") from e
 
 
 def _one_line(error: BaseException) -> str:

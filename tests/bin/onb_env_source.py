@@ -6,7 +6,7 @@ with their own env (issue 41, item 3); ``""`` is a correct env. Observation ``Bo
 action ``Discrete(2)``, 10-step episodes. ``"step_raises_late"`` raises at the env's 25th
 step over episodes (after the start-up check passed); ``"ctor_raises"`` raises in the
 constructor. ``OnbNoObsSpace-v0`` never sets ``observation_space``; ``OnbText-v0`` has a
-``Text`` action space.
+``Text`` action space; ``OnbNoSeed-v0``'s ``reset(self)`` takes no ``seed=``.
 """
 import textwrap
 
@@ -94,6 +94,14 @@ ONB_ENV = textwrap.dedent('''
             self.action_space = gym.spaces.Text(5)
 
 
+    class OnbNoSeed(OnbBad):
+        """The old gym reset(self), without seed= and options=."""
+        def reset(self):
+            self._t = 0
+            return np.zeros(4, np.float32), {}
+
+
+    gym.register("OnbNoSeed-v0", entry_point=OnbNoSeed, max_episode_steps=10)
     gym.register("OnbText-v0", entry_point=OnbText, max_episode_steps=10)
     gym.register("OnbNoObsSpace-v0", entry_point=OnbNoObsSpace, max_episode_steps=10)
     gym.register("OnbBad-v0", entry_point=OnbBad, max_episode_steps=10)

@@ -208,3 +208,13 @@ def test_an_action_space_alf_cannot_act_in_names_the_env(alf_cli, tmp_path):
     assert message.startswith("Environment 'OnbText-v0': action_space: Unsupported action "
                               "space Text("), message
     assert "alf handles Discrete, Box, MultiDiscrete, MultiBinary" in message, message
+
+
+def test_a_reset_without_seed_says_the_signature(alf_cli, tmp_path):
+    """The old gym ``reset(self)``: "unexpected keyword argument 'seed'" said what, not
+    the fix (gymnasium's signature)."""
+    message = _mistake(alf_cli, tmp_path, "", env="OnbNoSeed-v0")
+    assert message.startswith("Environment 'OnbNoSeed-v0': reset() raised (gymnasium's "
+                              "reset takes seed and options: def reset(self, *, seed=None, "
+                              "options=None), then super().reset(seed=seed)) TypeError: "), message
+    assert message.endswith("unexpected keyword argument 'seed'"), message
