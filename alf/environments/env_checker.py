@@ -93,6 +93,8 @@ def _make(name: str, request: EnvRequest) -> gym.Env:
         return make_single_env(dataclasses.replace(request, num_envs=1, env_id_offset=0), 0)
     except (UserError, ModuleNotFoundError):
         raise  # alf's own messages; a missing package of an extra (alf.bin.extras)
+    except gym.error.DependencyNotInstalled as e:  # as the backends say it (factory._build)
+        raise UserError(f"Environment '{name}' needs an optional dependency: {e}") from None
     except Exception as e:  # noqa: BLE001 - the user's code: any error is reported
         kwargs = (" (fix create_environment.env_kwargs, or the constructor's arguments)"
                   if isinstance(e, TypeError) and "keyword argument" in str(e) else "")

@@ -5,7 +5,8 @@ their gin file (``import onb_env`` there registers ``OnbBad-v0`` and ``OnbDict-v
 with their own env (issue 41, item 3); ``""`` is a correct env. Observation ``Box(4)``,
 action ``Discrete(2)``, 10-step episodes. ``"step_raises_late"`` raises at the env's 25th
 step over episodes (after the start-up check passed); ``"ctor_raises"`` raises in the
-constructor. ``OnbNoObsSpace-v0`` never sets ``observation_space``; ``OnbText-v0`` has a
+constructor, ``"needs_dependency"`` raises gymnasium's ``DependencyNotInstalled`` there.
+``OnbNoObsSpace-v0`` never sets ``observation_space``; ``OnbText-v0`` has a
 ``Text`` action space; ``OnbNoSeed-v0``'s ``reset(self)`` takes no ``seed=``.
 """
 import textwrap
@@ -19,6 +20,9 @@ ONB_ENV = textwrap.dedent('''
         def __init__(self, mistake=""):
             if mistake == "ctor_raises":
                 raise FileNotFoundError("my env: config file 'arena.yaml' not found")
+            if mistake == "needs_dependency":
+                raise gym.error.DependencyNotInstalled("pybullet is not installed, run "
+                                                       "`pip install pybullet`")
             self.mistake = mistake
             self._steps = 0  # over episodes
             self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)

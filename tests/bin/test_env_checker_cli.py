@@ -218,3 +218,11 @@ def test_a_reset_without_seed_says_the_signature(alf_cli, tmp_path):
                               "reset takes seed and options: def reset(self, *, seed=None, "
                               "options=None), then super().reset(seed=seed)) TypeError: "), message
     assert message.endswith("unexpected keyword argument 'seed'"), message
+
+
+def test_an_env_needing_a_missing_package_says_so(alf_cli, tmp_path):
+    """gymnasium's DependencyNotInstalled from the constructor keeps the message the
+    backends give it (the start-up check builds the env first)."""
+    message = _mistake(alf_cli, tmp_path, "needs_dependency")
+    assert message == (f"{ENV} needs an optional dependency: pybullet is not installed, run "
+                       "`pip install pybullet`"), message
