@@ -65,3 +65,11 @@ class NonFiniteEnvValueError(RunFailedError):
     per-step check of :class:`~alf.environments.gym_environment.GymVectorEnvironment`):
     one line naming the env id, the env's index and its step; exit status 1, before the
     value reaches the agent (the newest checkpoint is kept)."""
+
+
+class EnvRaisedError(RunFailedError):
+    """An environment's own ``reset()`` or ``step()`` raised during a run (after the
+    start-up check passed): one line naming the env id, the env's index, the call and the
+    env's step, ending with the env's own error (``--debug`` shows its traceback); exit
+    status 1 (the newest checkpoint is kept). Async env workers restart on it (a flaky
+    simulator), up to ``TrainerConfig.max_env_worker_restarts``."""

@@ -49,6 +49,7 @@ from alf.environments import atari_backends as atari
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.async_worker import make_async_worker
 from alf.environments.atari import is_atari_spec, life_loss_hook, make_atari_env
+from alf.environments.env_errors import EnvErrorWrapper, env_label
 from alf.environments.env_ids import find_env_spec
 from alf.environments.env_request import EnvRequest
 from alf.environments.gym_environment import GymVectorEnvironment
@@ -63,7 +64,9 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
     Atari ids with ``request.atari`` set are built by
     :func:`alf.environments.make_atari_env` (preprocessing wrappers)
     before the ``gym_wrappers``. An env with a vector reward (``reward_space`` of shape
-    ``(d,)``) is wrapped last in :class:`~alf.environments.vector_reward.VectorRewardToInfo`.
+    ``(d,)``) is wrapped in :class:`~alf.environments.vector_reward.VectorRewardToInfo`, and
+    every env last in :class:`~alf.environments.env_errors.EnvErrorWrapper` (an exception
+    of its ``reset()``/``step()`` becomes one line naming the env, its index and step).
     Its action/observation space samplers are
     seeded with ``seed + env_id_offset + index``; the env itself is seeded by
     the vector env's first ``reset(seed=seed + env_id_offset)``.
@@ -89,6 +92,9 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
                 "gym.wrappers.ClipReward(env, -1, 1)`, or a gym.Wrapper subclass)")
         env = wrapped
     env = carry_vector_reward(env)  # a [d] reward rides in info (alf/environments/vector_reward.py)
+    # outermost: an exception of the env's own reset()/step() during the run is one line
+    env = EnvErrorWrapper(env, env_label(request.env_name, index, request.num_envs,
+                                         request.env_id_offset))
     env.action_space.seed(request.seed + request.env_id_offset + index)
     env.observation_space.seed(request.seed + request.env_id_offset + index)
     return env

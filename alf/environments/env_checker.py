@@ -36,7 +36,9 @@ from gymnasium import spaces
 from gymnasium.utils.passive_env_checker import check_action_space, check_observation_space
 
 from alf.environments.backends import make_single_env
+from alf.environments.env_errors import EnvErrorWrapper
 from alf.environments.env_request import EnvRequest
+from alf.environments.spec_utils import action_spec_from_space, observation_spec_from_space
 from alf.environments.vector_reward import declared_reward_dim
 from alf.errors import EnvCheckError, UserError
 
@@ -65,11 +67,14 @@ def check_environment(request: EnvRequest) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # gymnasium's warnings: the checks below say it
-            env = make_single_env(dataclasses.replace(request, num_envs=1, env_id_offset=0), 0)
+            env = _make(name, request)
             try:
+                # the run's EnvErrorWrapper left out: the check names the call itself
+                wrapped = env.env if isinstance(env, EnvErrorWrapper) else env
                 _check_env(f"Environment '{name}'", env.unwrapped, request.seed)
-                if env is not env.unwrapped:
-                    _check_env(f"Environment '{name}' (through its wrappers)", env, request.seed)
+                if wrapped is not env.unwrapped:
+                    _check_env(f"Environment '{name}' (through its wrappers)", wrapped,
+                               request.seed)
             finally:
                 _close_quietly(env)
     finally:
@@ -77,6 +82,27 @@ def check_environment(request: EnvRequest) -> None:
         np.random.set_state(states[1])
         torch.set_rng_state(states[2])
     _checked.add(key)
+
+
+def _make(name: str, request: EnvRequest) -> gym.Env:
+    """One copy of the env as a backend builds it; an exception of its constructor (or
+    gymnasium refusing it, e.g. no observation_space) is one line naming the env, ending
+    with the env's own error; a keyword the constructor does not take names
+    ``env_kwargs``."""
+    try:
+        return make_single_env(dataclasses.replace(request, num_envs=1, env_id_offset=0), 0)
+    except (UserError, ModuleNotFoundError):
+        raise  # alf's own messages; a missing package of an extra (alf.bin.extras)
+    except gym.error.DependencyNotInstalled as e:  # as the backends say it (factory._build)
+        raise UserError(f"Environment '{name}' needs an optional dependency: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's code: any error is reported
+        kwargs = (" (fix create_environment.env_kwargs, or the constructor's arguments)"
+                  if isinstance(e, TypeError) and "keyword argument" in str(e) else "")
+        fix = "".join(f" (set self.{attr} to a gymnasium.spaces.Space in __init__)"
+                      for attr in ("observation_space", "action_space")
+                      if f"must specify an {attr.replace('_', ' ')}" in str(e))
+        raise EnvCheckError(f"Environment '{name}': gym.make() raised{kwargs}{fix} "
+                            f"{type(e).__name__}: {_one_line(e)}") from e
 
 
 def _close_quietly(env: gym.Env) -> None:
@@ -88,13 +114,18 @@ def _close_quietly(env: gym.Env) -> None:
 
 def _check_env(who: str, env: gym.Env, seed: int) -> None:
     """Spaces, one reset and one step of ``env`` (bare or wrapped); ``who`` starts messages."""
-    for attr, check in (("observation_space", check_observation_space),
-                        ("action_space", check_action_space)):
+    for attr, check, to_spec in (
+            ("observation_space", check_observation_space, observation_spec_from_space),
+            ("action_space", check_action_space, action_spec_from_space)):
         try:
             check(getattr(env, attr, None))
         except AssertionError as e:
             raise EnvCheckError(f"{who}: {attr}: {_one_line(e)} (set self.{attr} to a "
                                 f"gymnasium.spaces.Space in __init__)") from None
+        try:  # a space alf has no spec for (Text, Graph, Sequence, ...)
+            to_spec(getattr(env, attr))
+        except UserError as e:
+            raise EnvCheckError(f"{who}: {attr}: {e}") from None
     result = _call(who, "reset()", env.reset, seed=seed)
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
         raise EnvCheckError(f"{who}: reset() returned {type(result).__name__}, not a tuple "
@@ -113,7 +144,11 @@ def _call(who: str, call: str, fn: Callable, *args, **kwargs) -> Any:
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: any error is reported
-        raise EnvCheckError(f"{who}: {call} raised {type(e).__name__}: {_one_line(e)}") from e
+        fix = (" (gymnasium's reset takes seed and options: def reset(self, *, seed=None, "
+               "options=None), then super().reset(seed=seed))"
+               if call == "reset()" and isinstance(e, TypeError) and "keyword argument" in str(e)
+               else "")
+        raise EnvCheckError(f"{who}: {call} raised{fix} {type(e).__name__}: {_one_line(e)}") from e
 
 
 def _one_line(error: BaseException) -> str:

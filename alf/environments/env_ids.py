@@ -101,7 +101,7 @@ def _not_found_message(env_id: str) -> str:
               f"(gymnasium.register) first: add `import my_module` to the gin file (a "
               f"my_module.py next to the gin file is found), or write the id as "
               f"'my_module:{env_id}'.") if not env_id.startswith("ALE/") else ""
-    return (f"Unknown environment '{env_id}'.{custom}{hint} Atari ids start with 'ALE/' "
+    return (f"Unknown environment '{env_id}'.{hint}{custom} Atari ids start with 'ALE/' "
             f"(needs `{_ATARI_HINT}`); run `python -c \"import gymnasium; "
             f"gymnasium.pprint_registry()\"` to list every registered id.")
 

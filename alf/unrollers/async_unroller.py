@@ -54,7 +54,7 @@ from alf.unrollers.serial_policy import DirectPolicyLink, SerialLink
 from alf.unrollers.trajectory_slots import TrajectorySlots
 from alf.unrollers.unroll_result import UnrollResult
 from alf.unrollers.weight_channel import WeightChannel
-from alf.unrollers.worker_pool import WorkerHandle, WorkerPool
+from alf.unrollers.worker_pool import WorkerHandle, WorkerPool, raise_if_fatal
 from alf.utils.process_signals import sigint_ignored_in_children
 from alf.utils.run_context import RunContext
 
@@ -398,6 +398,8 @@ class AsyncUnroller:
         return any(now - beat > age_s for beat in beats)
 
     def _handle_error(self, w: WorkerHandle, msg: Any) -> None:
+        """An env worker's report: ``fatal`` stops the run, ``error`` restarts it."""
+        raise_if_fatal(msg)
         self._pool.restart(w, f"raised {msg[1]}")
 
     def _messages(self) -> List[Tuple[WorkerHandle, Any]]:
@@ -441,7 +443,7 @@ class AsyncUnroller:
             if len(received) >= need or (self._take_all_ready and received):
                 return received
             for w, msg in self._messages():
-                if msg[0] == "error":
+                if msg[0] in ("error", "fatal"):
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
                     self._backlog.append((w, w.incarnation, msg[1]))
@@ -457,7 +459,7 @@ class AsyncUnroller:
             if not missing:
                 break
             for w, msg in self._messages():
-                if msg[0] == "error":
+                if msg[0] in ("error", "fatal"):
                     self._handle_error(w, msg)
                 elif msg[0] == "traj":
                     traj = msg[1]

@@ -7,12 +7,14 @@ offsets and seed, and the shared-memory trajectory slots, weight channel and
 heartbeat array. It talks to the learner over one duplex pipe (one per
 worker, so a worker killed mid-message breaks only its own pipe):
 
-- worker -> learner: ``("ready", pid)``, ``("traj", Trajectory)``, ``("error", text)``
+- worker -> learner: ``("ready", pid)``, ``("traj", Trajectory)``, ``("error", text)``,
+  ``("fatal", text)`` (an error a restart cannot fix: the run stops with ``text``)
 - learner -> worker: ``("free", group, slot)`` when a trajectory has been read,
   ``("stop",)``.
 
 Exit paths: ``stop`` ends the loop and closes the envs; an exception is
-reported as one ``error`` line and the process exits 1; SIGINT is ignored
+reported as one ``error`` line (``fatal`` for :data:`FATAL_ERRORS`: an env's NaN/inf
+value, which the learner does not restart the worker for) and the process exits 1; SIGINT is ignored
 (the learner handles Ctrl-C and stops its workers); a watchdog thread ends the
 process within a second once the learner is gone (even by SIGKILL), so no
 orphan outlives it.
@@ -40,6 +42,7 @@ import torch
 
 from alf import config as alf_config
 from alf.environments import create_environment
+from alf.errors import EnvRaisedError, NonFiniteEnvValueError
 from alf.experiment import EnvSpecs, build_algorithm
 from alf.unrollers.act_inbox import ActInbox
 from alf.unrollers.actor_worker import ActorWorker
@@ -287,9 +290,16 @@ def build_stepper(spec: WorkerSpec, learner: Any, policy: PolicyLink,
                       overwrite_policy_output=spec.settings.overwrite_policy_output)
 
 
+# errors a worker restarted with fresh envs would meet again, or that the run's contract
+# says stop it: the learner raises RunFailedError with the message (one line, exit 1)
+FATAL_ERRORS = (NonFiniteEnvValueError,)
+
+
 def describe_exception(e: BaseException) -> str:
-    """``"Type: message (at file.py:line)"``: the one line a worker reports."""
-    where = traceback.extract_tb(e.__traceback__)
+    """``"Type: message (at file.py:line)"``: the one line a worker reports (for an env's
+    own exception named by EnvRaisedError, the line of the env's code that raised)."""
+    origin = e.__cause__ if isinstance(e, EnvRaisedError) and e.__cause__ is not None else e
+    where = traceback.extract_tb(origin.__traceback__)
     frame = where[-1] if where else None
     text = f"{type(e).__name__}: {e}"
     if frame is not None:
@@ -331,7 +341,8 @@ def worker_main(spec: WorkerSpec, conn: Connection,
     except BaseException as e:  # noqa: BLE001 - reported to the learner, which decides
         failed = True
         try:
-            link.send(("error", describe_exception(e)))
+            link.send(("fatal", str(e)) if isinstance(e, FATAL_ERRORS) else
+                      ("error", describe_exception(e)))
         except (OSError, EOFError):
             pass
     finally:

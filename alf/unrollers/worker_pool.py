@@ -31,6 +31,13 @@ STARTUP_EXTENSIONS = 10
 STARTUP_PROGRESS_CPU_S = 0.05
 
 
+def raise_if_fatal(msg: Any) -> None:
+    """A worker's ``("fatal", text)`` report (an error no restart can fix, e.g. a NaN
+    observation of its env) stops the run: :class:`RunFailedError` with ``text``."""
+    if msg is not None and msg[0] == "fatal":
+        raise RunFailedError(msg[1])
+
+
 class WorkerHandle:
     """Learner-side record of one env worker (its process, pipe and restarts)."""
 
@@ -188,6 +195,7 @@ class WorkerPool:
                     continue
                 if w.conn.poll(0.05):
                     msg = self._recv(w)
+                    raise_if_fatal(msg)
                     if msg is None or msg[0] == "error":
                         reason = msg[1] if msg else f"exited with status {w.process.exitcode}"
                         raise RunFailedError(f"{w.describe(self._per_group)} failed to start: "
@@ -217,10 +225,12 @@ class WorkerPool:
                     f"(TrainerConfig.env_worker_timeout_s = {self._timeout_s:g}; {reason})")
 
     def _last_error(self, w: Any) -> Optional[str]:
-        """The text of an ``error`` report still unread on an exited worker's pipe."""
+        """The text of an ``error`` report still unread on an exited worker's pipe (a
+        ``fatal`` one raises)."""
         try:
             while w.conn.poll():
                 msg = w.conn.recv()
+                raise_if_fatal(msg)
                 if msg[0] == "error":
                     return msg[1]
         except (EOFError, OSError):

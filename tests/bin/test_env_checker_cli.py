@@ -141,3 +141,88 @@ def test_check_env_off_skips_the_start_check(alf_cli, tmp_path):
     assert result.returncode != 0
     assert (root / "config.gin").is_file(), result.stderr  # it failed in the run, not before
     assert "my reset bug" in result.stderr
+
+
+@pytest.mark.parametrize("env,mistake,call,error", [
+    ("OnbBad-v0", "ctor_raises", "gym.make()",
+     "FileNotFoundError: my env: config file 'arena.yaml' not found"),
+    ("OnbNoObsSpace-v0", "", "gym.make()", "(set self.observation_space to a gymnasium."
+     "spaces.Space in __init__) AttributeError: The environment must specify an observation "
+     "space."),
+])
+def test_an_env_that_cannot_be_made_is_one_line_naming_it(alf_cli, tmp_path, env, mistake,
+                                                          call, error):
+    """The constructor raising (a missing file) or gymnasium refusing the env (no
+    observation_space) gave a 40-line traceback through gin and gymnasium, exit 1."""
+    message = _mistake(alf_cli, tmp_path, mistake, env=env)
+    assert message.startswith(f"Environment '{env}': {call} raised {error}"), message
+
+
+def test_an_unknown_env_kwarg_still_names_the_kwarg(alf_cli, tmp_path):
+    """A TypeError for an env_kwargs key names the key and env_kwargs."""
+    result, root = _train(alf_cli, tmp_path, ["create_environment.env_kwargs={'mistak': 'x'}"])
+    message = _one_line(result, 2)
+    assert message.startswith(f"{ENV}: gym.make() raised (fix create_environment.env_kwargs"), \
+        message
+    assert "unexpected keyword argument 'mistak'" in message, message
+    assert not root.exists()
+
+
+def test_a_step_that_raises_during_the_run_is_one_line_naming_env_index_and_step(
+        alf_cli, tmp_path):
+    """step() raising at the env's 25th step (over episodes), after the start-up check
+    passed, gave a 40-line traceback through gymnasium's vector env (exit 1)."""
+    result, root = _train(alf_cli, tmp_path, [
+        "create_environment.env_kwargs={'mistake': 'step_raises_late'}",
+        "TrainerConfig.num_iterations=4"])
+    message = _one_line(result, 1)
+    assert message.startswith(f"{ENV} env 0 (of 2): step() at its step 25 raised "), message
+    assert message.endswith("RuntimeError: my step bug: bad action table"), message
+    assert (root / "config.gin").is_file()  # the run had started
+
+
+APPO_CONF = CONF.replace("include 'ppo_cart_pole.gin'", "include 'appo_cart_pole.gin'")
+
+
+def test_a_nan_in_an_async_env_worker_stops_the_run_naming_the_env(alf_cli, tmp_path):
+    """An env worker (``TrainerConfig.async_unroll``) whose env returned a NaN was
+    restarted with fresh envs up to 5 times (each restart met the same NaN, or the run
+    ended with exit 0) instead of stopping the run with the check's one line."""
+    (tmp_path / "onb_env.py").write_text(ONB_ENV)
+    conf = alf_cli.write_gin(tmp_path, APPO_CONF + "TrainerConfig.num_iterations = 6\n"
+                             "create_environment.env_kwargs = {'mistake': 'nan_obs'}\n",
+                             "onb.gin")
+    root = tmp_path / "run"
+    result = alf_cli.run("alf.bin.train", ["--conf", conf, "--root_dir", str(root)], tmp_path,
+                         timeout=240)
+    message = _one_line(result, 1)
+    assert message.startswith(f"{ENV} env 0 (of 1) returned a NaN observation at its step 3"), \
+        message
+    assert "restart" not in result.stderr, result.stderr
+
+
+def test_an_action_space_alf_cannot_act_in_names_the_env(alf_cli, tmp_path):
+    """A Text action space was one line, but without the env's id (which env of a config
+    with several, e.g. an evaluation env, was it?)."""
+    message = _mistake(alf_cli, tmp_path, "", env="OnbText-v0")
+    assert message.startswith("Environment 'OnbText-v0': action_space: Unsupported action "
+                              "space Text("), message
+    assert "alf handles Discrete, Box, MultiDiscrete, MultiBinary" in message, message
+
+
+def test_a_reset_without_seed_says_the_signature(alf_cli, tmp_path):
+    """The old gym ``reset(self)``: "unexpected keyword argument 'seed'" said what, not
+    the fix (gymnasium's signature)."""
+    message = _mistake(alf_cli, tmp_path, "", env="OnbNoSeed-v0")
+    assert message.startswith("Environment 'OnbNoSeed-v0': reset() raised (gymnasium's "
+                              "reset takes seed and options: def reset(self, *, seed=None, "
+                              "options=None), then super().reset(seed=seed)) TypeError: "), message
+    assert message.endswith("unexpected keyword argument 'seed'"), message
+
+
+def test_an_env_needing_a_missing_package_says_so(alf_cli, tmp_path):
+    """gymnasium's DependencyNotInstalled from the constructor keeps the message the
+    backends give it (the start-up check builds the env first)."""
+    message = _mistake(alf_cli, tmp_path, "needs_dependency")
+    assert message == (f"{ENV} needs an optional dependency: pybullet is not installed, run "
+                       "`pip install pybullet`"), message

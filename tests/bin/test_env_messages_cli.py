@@ -69,3 +69,13 @@ def test_a_plain_function_in_gym_wrappers_says_to_make_it_configurable(alf_cli, 
     assert "plain_wrapper" in line, line
     assert "plain function in my_wrappers" in line, line
     assert "@alf.configurable" in line and "import alf" in line, line
+
+
+def test_a_typo_in_a_custom_id_says_did_you_mean_first(alf_cli, tmp_path):
+    """With the module imported, a typo in the id is the likely mistake: the close match
+    comes before the hint about importing the registering module (which followed first)."""
+    line = _error(alf_cli, tmp_path, "import onb_env\n",
+                  "create_environment.env_name = 'OnbBda-v0'\n")
+    assert line.startswith("alf.bin.train: error: Unknown environment 'OnbBda-v0'. Did you "
+                           "mean: OnbBad-v0"), line
+    assert line.index("Did you mean") < line.index("If it is your own env"), line

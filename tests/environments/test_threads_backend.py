@@ -13,6 +13,7 @@ import torch
 from alf.data_structures import StepType
 from alf.environments import StepLatencyWrapper, create_environment
 from alf.environments.thread_vector_env import ThreadVectorEnv
+from alf.errors import EnvRaisedError
 
 
 def _latency(seconds: float):
@@ -125,12 +126,15 @@ def test_a_raising_env_step_raises_in_the_caller(split):
     action = torch.zeros(3, dtype=torch.int64)
     env.step(action)
     env.step(action)
-    with pytest.raises(_StepError, match="step 3"):
+    # the env's own exception, named (env, index, step) by EnvErrorWrapper, its cause kept
+    with pytest.raises(EnvRaisedError, match=r"^Environment 'CartPole-v1' env 0 \(of 3\): "
+                       r"step\(\) at its step 3 raised _StepError: step 3$") as raised:
         if split:
             env.step_async(action)  # starting the step does not raise
             env.step_wait()
         else:
             env.step(action)
+    assert isinstance(raised.value.__cause__, _StepError)
     env.close()
     assert threading.active_count() == before
 
