@@ -28,7 +28,7 @@ from absl import logging as absl_logging
 
 from alf import config as alf_config
 from alf import config_help
-from alf.bin.extras import missing_package_message
+from alf.bin.extras import missing_package_message, user_import_message
 from alf.bin.log_lines import AlfLogFormatter
 from alf.config import binding_location, describe_call_error
 from alf.errors import ConfigError, RunFailedError, UserError
@@ -235,8 +235,9 @@ def run_main(main: Callable[[], Optional[int]], program: str, debug: bool = Fals
         print(f"{program}: {interrupted_message(e)}", file=sys.stderr)
         return _interrupted_status(e)
     except ModuleNotFoundError as e:
-        # a deferred import of a package from an extra that is not installed
-        message = missing_package_message(e, program)
+        # a deferred import of a package from an extra that is not installed, or one the
+        # user's own code (an env module) imports and nobody installed
+        message = missing_package_message(e, program) or user_import_message(e)
         if message is None or debug:
             raise
         print(f"{program}: error: {message}", file=sys.stderr)

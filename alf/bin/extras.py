@@ -15,6 +15,8 @@ declared by ``install_requires`` or the command's :data:`REQUIRED` extras; a def
 :data:`OPTIONAL` extras (a feature that needs more, e.g. Atari ids).
 """
 import importlib.util
+import os
+import re
 import sys
 from types import TracebackType
 from typing import Dict, Optional, Tuple, Type
@@ -81,7 +83,7 @@ def missing_package_message(error: ModuleNotFoundError, command: Optional[str]) 
     """One line for ``error`` (a package of an extra is not installed, or is too old to
     have the submodule imported), naming the ``pip install`` to run; None when the
     missing module is not one an extra installs."""
-    name = error.name or ""
+    name = _missing_name(error) or ""
     package = name.split(".")[0]
     extra = extra_for(package, command)
     if extra is None:
@@ -92,6 +94,44 @@ def missing_package_message(error: ModuleNotFoundError, command: Optional[str]) 
         return (f"the installed '{package}' has no module '{name}' (too old?); {who} the "
                 f"[{extra}] extra: {install}")
     return f"the '{package}' package is not installed; {who} the [{extra}] extra: {install}"
+
+
+def user_import_message(error: ModuleNotFoundError) -> Optional[str]:
+    """One line for a module that the user's own code (an env module, a gin-imported
+    file) imports and that is not installed, naming where it is imported; None when the
+    import is in alf itself (a missing dependency of alf's: its traceback is the report)
+    or cannot be located."""
+    frame = _innermost_frame(error.__traceback__)
+    name = _missing_name(error)
+    if frame is None or not name:
+        return None
+    filename, lineno = frame.tb_frame.f_code.co_filename, frame.tb_lineno
+    if filename.startswith("<") or os.path.abspath(filename).startswith(_ALF_DIR + os.sep):
+        return None
+    return (f"No module named '{name}' (imported at {filename}:{lineno}): install it "
+            f"in this Python ({sys.executable} -m pip install ...), or fix the import; "
+            f"--debug shows the traceback")
+
+
+def _missing_name(error: ModuleNotFoundError) -> Optional[str]:
+    """The missing module's name; gin re-raises a proxy of the error without its
+    ``name`` attribute, so the message is read when it is not set."""
+    found = re.search(r"No module named '([^']+)'", str(error))
+    return error.name or (found.group(1) if found else None)
+
+
+_ALF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _innermost_frame(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """The last traceback entry outside the import machinery (``<frozen importlib...>``):
+    the ``import`` statement that failed."""
+    found = None
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
+            found = tb
+        tb = tb.tb_next
+    return found
 
 
 def _importable(package: str) -> bool:

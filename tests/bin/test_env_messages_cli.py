@@ -79,3 +79,33 @@ def test_a_typo_in_a_custom_id_says_did_you_mean_first(alf_cli, tmp_path):
     assert line.startswith("alf.bin.train: error: Unknown environment 'OnbBda-v0'. Did you "
                            "mean: OnbBad-v0"), line
     assert line.index("Did you mean") < line.index("If it is your own env"), line
+
+
+NEEDS_BINDINGS = textwrap.dedent('''
+    import gymnasium as gym
+    import numpy as np
+
+
+    class NeedsBindings(gym.Env):
+        def __init__(self):
+            import my_simulator_bindings  # not installed in this Python
+            self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+            self.action_space = gym.spaces.Discrete(2)
+
+
+    gym.register("NeedsBindings-v0", entry_point=NeedsBindings)
+''')
+
+
+def test_a_package_the_env_imports_but_nobody_installed_is_named_with_its_import(
+        alf_cli, tmp_path):
+    """An env constructor importing a package that is not installed (and that no alf
+    extra installs) was a 60-line ModuleNotFoundError traceback through gin and
+    gymnasium, exit 1: now one line naming the module, where the user's code imports it,
+    and the fix."""
+    (tmp_path / "needs_bindings.py").write_text(NEEDS_BINDINGS)
+    line = _error(alf_cli, tmp_path, "import needs_bindings\n",
+                  "create_environment.env_name = 'NeedsBindings-v0'\n")
+    assert "No module named 'my_simulator_bindings'" in line, line
+    assert "needs_bindings.py:8" in line, line  # the user's own import line
+    assert "install it" in line and "this Python" in line, line
