@@ -38,7 +38,7 @@ Start-up: mistakes that already gave one line before issue 41 (kept from regress
 22. text_action: a Text action space (no distribution alf can put on it).
 23. dqn_on_box: DQN's config on an env with a Box action.
 24. sac_on_multidiscrete: SAC's config on an env with a MultiDiscrete([3, 3]) action (SAC
-    takes one Box or one Discrete; PPO, APPO, A2C take the nest).
+    takes one Box, one Discrete or a nest of Box leaves; PPO, APPO, A2C take the nest).
 25. reset_no_seed: reset(self) without the seed=/options= keywords.
 During the run, and an image without conv settings
 26. image_no_conv: a (32, 32, 3) image observation with an MLP-only config (a one-line
@@ -312,7 +312,7 @@ CASES: List[Case] = [
     Case("no_obs_space", _env("MyNoObsSpace-v0"), ["'MyNoObsSpace-v0'", "observation_space"]),
     Case("text_action", _env("MyText-v0"), ["'MyText-v0'", "Text"]),
     Case("dqn_on_box", _env("MyBoxAction-v0"), ["DqnAlgorithm", "Discrete"], base=DQN),
-    Case("sac_on_multidiscrete", _env("MyMultiDiscrete-v0"), ["Sac", "one Box or one Discrete"],
+    Case("sac_on_multidiscrete", _env("MyMultiDiscrete-v0"), ["Sac", "one Box, one Discrete or a Dict/Tuple nest of 1-d Box"],
          base=SAC),
     Case("reset_no_seed", _env("MyNoSeed-v0"), ["'MyNoSeed-v0'", "reset()",
                                                "def reset(self, *, seed=None"]),

@@ -103,10 +103,10 @@ def user_import_message(error: ModuleNotFoundError) -> Optional[str]:
     or cannot be located."""
     frame = _innermost_frame(error.__traceback__)
     name = _missing_name(error)
-    if frame is None or not name:
+    if frame is None or not name or name.split(".")[0] == "alf":
         return None
     filename, lineno = frame.tb_frame.f_code.co_filename, frame.tb_lineno
-    if filename.startswith("<") or os.path.abspath(filename).startswith(_ALF_DIR + os.sep):
+    if filename.startswith("<") or _in_alf(filename):
         return None
     return (f"No module named '{name}' (imported at {filename}:{lineno}): install it "
             f"in this Python ({sys.executable} -m pip install ...), or fix the import; "
@@ -123,12 +123,22 @@ def _missing_name(error: ModuleNotFoundError) -> Optional[str]:
 _ALF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__))
+
+
+def _in_alf(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_ALF_DIR + os.sep)
+
+
 def _innermost_frame(tb: Optional[TracebackType]) -> Optional[TracebackType]:
-    """The last traceback entry outside the import machinery (``<frozen importlib...>``):
-    the ``import`` statement that failed."""
+    """The last traceback entry outside the import machinery (``<frozen importlib...>``
+    and ``importlib.import_module``): the ``import`` statement, or the
+    ``import_module`` call, that failed."""
     found = None
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith("<frozen")
+                or os.path.abspath(filename).startswith(_IMPORTLIB_DIR + os.sep)):
             found = tb
         tb = tb.tb_next
     return found
