@@ -13,13 +13,19 @@ batch (as :mod:`alf.environments.value_check` names it), the call and how many
     Environment 'OnbBad-v0' env 0 (of 2): step() at its step 25 raised RuntimeError:
     my step bug: bad action table
 
+Only the env's own errors are renamed: an exception raised by alf's code (its wrappers,
+e.g. Atari preprocessing) or by gymnasium's wrappers (e.g. ``ResetNeeded``: a step before
+a reset) is a bug of alf's driving the env, and keeps its traceback.
 The original exception is its ``__cause__`` (``--debug`` prints both tracebacks). Cost:
 one Python call and an integer increment per sub-env step; values, spaces, seeds and
 random streams pass through untouched.
 """
+import os
+import traceback
 from typing import Any
 
 import gymnasium as gym
+import gymnasium.wrappers
 
 from alf.errors import EnvRaisedError, RunFailedError, UserError
 
@@ -32,6 +38,19 @@ def env_label(env_name: str, index: int, num_envs: int, env_id_offset: int) -> s
     else:
         where = f"env {env_id_offset + index} (row {index} of a group of {num_envs})"
     return f"Environment '{env_name}' {where}"
+
+
+_NOT_THE_ENV = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                     for m in (gymnasium.wrappers, __import__("alf")))
+
+
+def raised_by_the_env(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error``'s traceback is outside alf's package and
+    gymnasium's wrappers: the env's own code (or a package it calls) raised it."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return True
+    return not os.path.abspath(frames[-1].filename).startswith(_NOT_THE_ENV)
 
 
 class EnvErrorWrapper(gym.Wrapper):
@@ -55,6 +74,8 @@ class EnvErrorWrapper(gym.Wrapper):
         except (UserError, RunFailedError):
             raise
         except Exception as e:  # noqa: BLE001 - the user's code: named, then re-raised
+            if not raised_by_the_env(e):
+                raise
             raise self._error(f"step() at its step {self._steps}", e) from e
 
     def reset(self, **kwargs: Any):
@@ -63,6 +84,8 @@ class EnvErrorWrapper(gym.Wrapper):
         except (UserError, RunFailedError):
             raise
         except Exception as e:  # noqa: BLE001 - the user's code: named, then re-raised
+            if not raised_by_the_env(e):
+                raise
             raise self._error(f"reset() after its step {self._steps}", e) from e
 
     def _error(self, call: str, error: Exception) -> EnvRaisedError:
