@@ -31,11 +31,16 @@ STARTUP_EXTENSIONS = 10
 STARTUP_PROGRESS_CPU_S = 0.05
 
 
+class FatalWorkerError(RunFailedError):
+    """A worker's ``("fatal", text)`` report: never answered by a restart."""
+
+
 def raise_if_fatal(msg: Any) -> None:
     """A worker's ``("fatal", text)`` report (an error no restart can fix, e.g. a NaN
-    observation of its env) stops the run: :class:`RunFailedError` with ``text``."""
+    observation of its env) stops the run: :class:`FatalWorkerError` with ``text``, also
+    when a restarted worker reports it before it is ready."""
     if msg is not None and msg[0] == "fatal":
-        raise RunFailedError(msg[1])
+        raise FatalWorkerError(msg[1])
 
 
 class WorkerHandle:
@@ -282,6 +287,8 @@ class WorkerPool:
         self._launch(w)
         try:
             self._wait_ready()
+        except FatalWorkerError:
+            raise
         except RunFailedError as e:  # the relaunch failed too: one more restart, if any left
             self._stop_process(w, timeout=1.0)
             self.restart(w, f"failed to restart ({str(e).split(': ', 1)[-1]})")
