@@ -29,10 +29,13 @@ import functools
 import os
 import signal
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
+
+import gymnasium as gym
 
 from gymnasium.vector.async_vector_env import _async_worker  # the loop we wrap, not a copy
 
+from alf.errors import EnvRaisedError, RunFailedError, UserError
 from alf.utils.parent_watchdog import start_parent_watchdog
 
 WATCHDOG_PERIOD_S = 0.5
@@ -95,3 +98,33 @@ def async_worker(creator_pid: int, index: int, env_fn: Any, pipe: Connection,
         _async_worker(index, env_fn, _CommandPipe(pipe), parent_pipe, *args)
     except ParentGone:
         pass
+
+
+class NamedErrorsAsyncVectorEnv(gym.vector.AsyncVectorEnv):
+    """gymnasium's ``AsyncVectorEnv`` that does not log a worker's traceback when every
+    failed worker's error is one of alf's one-line errors (an env's own exception named by
+    :class:`~alf.errors.EnvRaisedError`, a :class:`~alf.errors.UserError` or
+    :class:`~alf.errors.RunFailedError`): the run reports that line, and the ~20 lines a
+    worker of gymnasium logs per error would bury it. Any other error (alf's or
+    gymnasium's own bug) keeps gymnasium's log with its traceback."""
+
+    def _raise_if_errors(self, successes: Iterable[bool]) -> None:
+        successes = list(successes)
+        if all(successes):
+            return
+        errors = [self.error_queue.get() for _ in range(len(successes) - sum(successes))]
+        for error in errors:  # put back, in order, for gymnasium's own handling
+            self.error_queue.put(error)
+        named = all(isinstance(error[1], type) and issubclass(error[1], _NAMED_ERRORS)
+                    for error in errors)
+        if not named:
+            return super()._raise_if_errors(successes)
+        level = gym.logger.min_level
+        gym.logger.min_level = gym.logger.ERROR + 1
+        try:
+            return super()._raise_if_errors(successes)
+        finally:
+            gym.logger.min_level = level
+
+
+_NAMED_ERRORS = (EnvRaisedError, UserError, RunFailedError)

@@ -47,7 +47,7 @@ from gymnasium.vector import AutoresetMode
 from alf.config import configurable
 from alf.environments import atari_backends as atari
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.async_worker import make_async_worker
+from alf.environments.async_worker import NamedErrorsAsyncVectorEnv, make_async_worker
 from alf.environments.atari import is_atari_spec, life_loss_hook, make_atari_env
 from alf.environments.env_errors import EnvErrorWrapper, env_label
 from alf.environments.env_ids import find_env_spec
@@ -223,7 +223,7 @@ def async_env_backend(request: EnvRequest, context: Optional[str] = None,
                         f"'{multiprocessing.current_process().name}' (daemonic processes may not "
                         "have children); start that process with daemon=False, or use "
                         "backend='sync'.")
-    env = gym.vector.AsyncVectorEnv(_env_fns(request), shared_memory=True, copy=True,
+    env = NamedErrorsAsyncVectorEnv(_env_fns(request), shared_memory=True, copy=True,
                                     context=context, daemon=True, worker=make_async_worker(),
                                     autoreset_mode=AutoresetMode.NEXT_STEP)
     return GymVectorEnvironment(env, request.env_name, request.seed,
