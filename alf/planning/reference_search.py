@@ -109,8 +109,10 @@ class ReferenceSearch:
         c = node.children[a]
         return c.reward + self.discount * self.sign * c.mean()
 
-    def _norm(self, q: float) -> float:
-        return (q - self.lo) / (self.hi - self.lo) if self.hi > self.lo else q
+    def _norm(self, q: float, spread_free: Optional[float] = None) -> float:
+        if self.hi > self.lo:
+            return (q - self.lo) / (self.hi - self.lo)
+        return q if spread_free is None else spread_free
 
     def _sigma(self, node: Node) -> List[float]:
         """Gumbel MuZero's sigma of the normalised completed Q of every action."""
@@ -121,7 +123,7 @@ class ReferenceSearch:
         mean_q = sum(node.prior[a] * self._q(node, a) for a in seen) / p_seen if p_seen > 0 else 0.0
         v_mix = (node.value + sum(visits) * mean_q) / (1 + sum(visits))
         scale = (self.c_visit + max(visits)) * self.c_scale
-        return [scale * self._norm(self._q(node, a) if a in node.children else v_mix)
+        return [scale * self._norm(self._q(node, a) if a in node.children else v_mix, 0.0)
                 for a in range(a_n)]
 
     def _choose(self, node: Node, k: Optional[int]) -> int:

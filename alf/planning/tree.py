@@ -70,12 +70,16 @@ class Tree:
         q = torch.where(visited, self.reward.gather(1, idx) + discount * sign * mean, 0)
         return visits, visited, q
 
-    def normalise(self, q: torch.Tensor) -> torch.Tensor:
-        """MuZero's min-max normalisation of ``q [B, ...]`` by each tree's statistics
-        (unchanged while a tree has seen no spread of values)."""
+    def normalise(self, q: torch.Tensor, spread_free: Optional[float] = None) -> torch.Tensor:
+        """MuZero's min-max normalisation of ``q [B, ...]`` by each tree's statistics.
+        While a tree has seen no spread of values, ``q`` is unchanged (MuZero's pUCT), or
+        ``spread_free`` where given (Gumbel's sigma: 0, so the improved policy does not
+        depend on the reward scale before the tree has two values, as mctx's
+        ``(q - min) / max(max - min, eps)``)."""
         lo = self.q_min.view(-1, *([1] * (q.dim() - 1)))
         hi = self.q_max.view(-1, *([1] * (q.dim() - 1)))
-        return torch.where(hi > lo, (q - lo) / (hi - lo), q)
+        flat = q if spread_free is None else torch.full_like(q, spread_free)
+        return torch.where(hi > lo, (q - lo) / (hi - lo), flat)
 
     def update_min_max(self, q: torch.Tensor, mask: torch.Tensor) -> None:
         """Widen each tree's min-max statistics by ``q [B]`` where ``mask [B]``."""

@@ -197,7 +197,8 @@ class TreeSearch:
                visits: torch.Tensor, raw_value: torch.Tensor) -> torch.Tensor:
         """Gumbel MuZero's ``sigma`` of the normalised completed action values ``[B, A]``."""
         completed = scores.completed_q(q, visited, prior, visits, raw_value)
-        return scores.sigma(tree.normalise(completed), visits, self.c_visit, self.c_scale)
+        return scores.sigma(tree.normalise(completed, spread_free=0.0), visits, self.c_visit,
+                            self.c_scale)
 
     # ------------------------------------------------------ expansion, backup
     def _expand_and_backup(self, model: SearchModel, tree: Tree, path: Path,

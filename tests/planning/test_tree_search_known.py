@@ -155,3 +155,15 @@ def test_visit_count_actions_follow_the_tempered_visits():
         want = out.visit_counts[0] ** power
         freq = torch.bincount(out.action, minlength=3) / n
         assert freq.tolist() == pytest.approx((want / want.sum()).tolist(), abs=0.03)
+
+
+@pytest.mark.parametrize("reward", [1.0, 100.0])
+def test_gumbel_policy_does_not_depend_on_the_reward_scale_before_a_spread(reward):
+    """Every arm pays ``reward`` and the tree has seen one value (no min-max spread):
+    the improved policy is the softmax of the prior logits alone, whatever the scale
+    (an unnormalised completed Q once gave [0.42, 0.42, 0.08, 0.08] at reward 1 and
+    [0.5, 0.5, 0, 0] at 100)."""
+    search = TreeSearch(num_simulations=2, discount=1.0, action_selection="gumbel",
+                        gumbel_scale=0.0, root_exploration_fraction=0.0)
+    out = search.search(BanditModel([reward] * 4), torch.zeros(1, 1), generator=_gen())
+    assert out.policy[0].tolist() == pytest.approx([0.25] * 4)
