@@ -55,7 +55,7 @@ from alf.environments.env_request import EnvRequest
 from alf.environments.gym_environment import GymVectorEnvironment
 from alf.environments.thread_vector_env import ThreadVectorEnv
 from alf.environments.vector_reward import carry_vector_reward
-from alf.errors import UserError
+from alf.errors import RunFailedError, UserError
 
 
 def make_single_env(request: EnvRequest, index: int) -> gym.Env:
@@ -83,7 +83,7 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
             kwargs["render_mode"] = request.render_mode
         env = gym.make(request.env_name, **kwargs)
     for wrapper in request.gym_wrappers:
-        wrapped = wrapper(env)
+        wrapped = _apply_wrapper(wrapper, env)
         if not isinstance(wrapped, gym.Env):
             raise UserError(
                 f"create_environment.gym_wrappers: {_callable_name(wrapper)}(env) returned "
@@ -98,6 +98,19 @@ def make_single_env(request: EnvRequest, index: int) -> gym.Env:
     env.action_space.seed(request.seed + request.env_id_offset + index)
     env.observation_space.seed(request.seed + request.env_id_offset + index)
     return env
+
+
+def _apply_wrapper(wrapper: Callable, env: gym.Env) -> Any:
+    """``wrapper(env)``; an exception of the wrapper is one line naming it (not the env's
+    ``gym.make()``), its own message last."""
+    try:
+        return wrapper(env)
+    except (UserError, RunFailedError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's wrapper: named, then re-raised
+        text = " ".join(str(e).split("\n  In call to configurable")[0].split())
+        raise UserError(f"create_environment.gym_wrappers: {_callable_name(wrapper)}(env) "
+                        f"raised {type(e).__name__}: {text or '(no message)'}") from e
 
 
 def _callable_name(fn: Callable) -> str:

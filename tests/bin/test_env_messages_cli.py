@@ -20,6 +20,13 @@ WRAPPERS = textwrap.dedent('''
 
     def plain_wrapper(env):
         return gym.wrappers.ClipReward(env, -1.0, 1.0)
+
+
+    @alf.configurable
+    def scaled_reward(env, scale=None):
+        if scale is None:
+            raise ValueError("my wrapper: missing scale")
+        return gym.wrappers.TransformReward(env, lambda r: scale * r)
 ''')
 
 CONF = """
@@ -61,6 +68,16 @@ def test_a_wrapper_returning_none_is_named(alf_cli, tmp_path):
     assert ("create_environment.gym_wrappers: forgets_return(env) returned None, not a "
             "gymnasium Env") in line, line
     assert "return the wrapped env" in line, line
+
+
+def test_a_wrapper_that_raises_is_named_not_gym_make(alf_cli, tmp_path):
+    """A gym wrapper raising in its constructor was reported as the env's
+    ``gym.make()`` raising (review finding)."""
+    line = _error(alf_cli, tmp_path, "import onb_env\nimport my_wrappers\n",
+                  "create_environment.env_name = 'OnbBad-v0'\n"
+                  "create_environment.gym_wrappers = [@scaled_reward]\n")
+    assert line == ("alf.bin.train: error: create_environment.gym_wrappers: scaled_reward(env) "
+                    "raised ValueError: my wrapper: missing scale"), line
 
 
 def test_a_plain_function_in_gym_wrappers_says_to_make_it_configurable(alf_cli, tmp_path):
