@@ -79,7 +79,8 @@ class HindsightRelabeler(DataTransformer):
         self._fraction = float(relabel_ratio_k) / (float(relabel_ratio_k) + 1.0)
         if reward_fn is None:
             reward_fn = GoalEnvReward()
-            reward_fn.check()
+        if isinstance(reward_fn, GoalEnvReward):
+            reward_fn.check()  # a missing compute_reward: refused before the run writes
         self._reward_fn = reward_fn
         self._keys = (achieved_goal_key, desired_goal_key)
 

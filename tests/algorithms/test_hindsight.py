@@ -179,3 +179,10 @@ def test_bit_flipping_env_rewards_terminates_and_truncates():
     env.reset(seed=2)
     results = [env.step(0)[1:4] for _ in range(4)]  # flips one bit back and forth
     assert results[-1] == (-1.0, False, True) and all(r[0] == -1.0 for r in results)
+
+
+def test_an_env_without_compute_reward_is_refused_at_construction():
+    """Not at the first sampled batch, after the run has started writing (a bug once:
+    only the default GoalEnvReward was checked)."""
+    with pytest.raises(ConfigError, match="CartPole-v1 has no compute_reward"):
+        HindsightRelabeler(OBS_SPEC, reward_fn=GoalEnvReward("CartPole-v1"))

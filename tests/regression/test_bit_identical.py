@@ -50,6 +50,9 @@ _NO_CASE = {
     # issue 41's MultiDiscrete and Dict action examples, added on this AVX-512 stack (same
     # reason); both learn in tests/algorithms/test_action_nests.py
     "ppo_grid_multidiscrete.gin", "ppo_hybrid_action.gin",
+    # issue 42's hindsight-goal examples, new on this AVX-512 stack (no fixture to compare);
+    # trained with HER by tests/algorithms/test_hindsight_training.py
+    "dqn_bit_flipping.gin", "dqn_her_bit_flipping.gin",
 }
 
 
