@@ -53,6 +53,9 @@ _NO_CASE = {
     # issue 42's hindsight-goal examples, new on this AVX-512 stack (no fixture to compare);
     # trained with HER by tests/algorithms/test_hindsight_training.py
     "dqn_bit_flipping.gin", "dqn_her_bit_flipping.gin",
+    # needs gymnasium-robotics with mujoco <= 3.10, which the main venv cannot hold (its
+    # mujoco 4.x runs the locomotion examples); tests/examples/test_fetch_reach_her.py
+    "sac_her_fetch_reach.gin",
 }
 
 
