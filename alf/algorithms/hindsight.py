@@ -43,9 +43,10 @@ class HindsightRelabeler(DataTransformer):
     Each sampled sequence (positions ``p .. p+L-1`` of one env's row; ``L = n_step + 1``
     for DQN, DDPG, SAC and TD3) is relabeled with probability ``k / (k + 1)``: a
     position ``f`` is drawn uniformly from ``[min(p+L-1, e), e]``, ``e`` being the
-    last stored step of the episode of ``p`` (its ``LAST`` step, or the newest stored
-    step of an episode still running), so the goal comes from the same episode, at
-    the step whose reward the sequence bootstraps from or later. The row's
+    last stored step of the episode of ``p`` (its ``LAST`` step, the step before the
+    next ``FIRST`` if it was cut short, or the newest stored step of an episode still
+    running), so the goal comes from the same episode, at the step whose reward the
+    sequence bootstraps from or later. The row's
     ``desired_goal`` becomes ``achieved_goal`` at ``f`` on every step up to ``e``, and
     those steps' rewards become ``reward_fn(achieved_goal, new goal, env_info)``. Steps
     after ``e`` (the next episode) and rows starting at a ``LAST`` step (no

@@ -186,3 +186,17 @@ def test_an_env_without_compute_reward_is_refused_at_construction():
     only the default GoalEnvReward was checked)."""
     with pytest.raises(ConfigError, match="CartPole-v1 has no compute_reward"):
         HindsightRelabeler(OBS_SPEC, reward_fn=GoalEnvReward("CartPole-v1"))
+
+
+def test_an_episode_cut_without_a_last_step_ends_before_the_next_first():
+    """A run resumed with its replay buffer restarts its envs: the interrupted episode's
+    last stored step is MID and a FIRST follows. Its end is the step before that FIRST,
+    so no goal is taken from the next episode."""
+    from alf.data_structures import StepType
+    buffer = filled_buffer()
+    # row 1 becomes F M M M (cut) F M M M M M: overwrite step type 4 of row 1 with FIRST
+    slot = buffer._flat_storage.time_step.step_type
+    slot[1 * buffer.max_length + 4] = StepType.FIRST
+    ends = episode_ends(buffer, torch.tensor([1] * 6), torch.tensor([0, 1, 3, 4, 5, 9]),
+                        window=2)
+    assert ends.tolist() == [3, 3, 3, 9, 9, 9]
