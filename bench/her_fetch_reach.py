@@ -1,6 +1,6 @@
 """SAC+HER on FetchReach-v4: greedy success rate over env steps (issue 42 item 4).
 
-    /work/venv_robotics/bin/python bench/her_fetch_reach.py --seeds 0 1 2 [--steps 10000]
+    venv_robotics/bin/python bench/her_fetch_reach.py --seeds 0 1 2 [--steps 20000]
 
 Needs gymnasium-robotics 1.4.2 and mujoco 3.3.7-3.10, which cannot share a venv with
 the MuJoCo locomotion examples' mujoco 4.x (docs/hindsight_goals.md, "FetchReach").
@@ -79,8 +79,8 @@ def run(seed: int, steps: int, every: int, episodes: int) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=10000)
-    parser.add_argument("--eval_every", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--eval_every", type=int, default=2500)
     parser.add_argument("--episodes", type=int, default=20)
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
