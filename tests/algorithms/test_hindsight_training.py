@@ -60,6 +60,10 @@ CONTINUOUS = [f'create_environment.env_name = "{POINT}"', 'create_environment.ba
               "TrainerConfig.num_threads = 1"]
 CASES = {
     "dqn": ("dqn_her_bit_flipping.gin", ['create_environment.env_kwargs = {"n_bits": 6}']),
+    # envs in subprocesses: the reward comes from the learner's own copy of the env
+    "dqn_subprocess_envs": ("dqn_her_bit_flipping.gin", [
+        'create_environment.env_kwargs = {"n_bits": 6}', 'create_environment.backend = "async"',
+        "create_environment.num_parallel_environments = 2"]),
     "ddpg": (None, CONTINUOUS + ["TrainerConfig.algorithm_ctor = @DdpgAlgorithm"]),
     "sac": (None, CONTINUOUS + ["TrainerConfig.algorithm_ctor = @SacAlgorithm"]),
     "td3": (None, CONTINUOUS + ["TrainerConfig.algorithm_ctor = @Td3Algorithm"]),
