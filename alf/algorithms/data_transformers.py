@@ -35,7 +35,7 @@ import torch.nn as nn
 
 import alf
 from alf.config_ranges import Discount, NonNegative, Positive
-from alf.data_structures import StepType, TimeStep
+from alf.data_structures import Experience, StepType, TimeStep
 from alf.errors import ConfigError
 from alf.tensor_specs import TensorSpec, zeros_from_spec
 from alf.utils.normalizers import NestNormalizer, RunningMeanVar
@@ -108,6 +108,15 @@ class DataTransformer(nn.Module):
         raise NotImplementedError(
             f"{type(self).__name__} does not define transform_replay(), so it cannot be "
             "applied to offline (raw) data; implement it or train without an offline dataset")
+
+    def transform_experience(self, experience: Experience) -> Experience:
+        """Transform a mini-batch ``[B, L]`` sampled from the online replay buffer, before
+        the algorithm's ``preprocess_experience``; ``experience.batch_info`` holds the rows,
+        start positions and the buffer, so a transformer may read other stored steps
+        (hindsight relabeling, :class:`~alf.algorithms.hindsight.HindsightRelabeler`).
+        Called by :func:`~alf.algorithms.replay_training.preprocess_sampled` on the
+        learner. Default: the batch unchanged (the same object)."""
+        return experience
 
     def observe_dataset(self, time_step: TimeStep) -> None:
         """Fold a chunk of an offline dataset's RAW steps (any batch dims) into this
@@ -205,6 +214,11 @@ class SequentialDataTransformer(DataTransformer):
         for member in self.members:
             time_step = member.transform_replay(time_step)
         return time_step
+
+    def transform_experience(self, experience: Experience) -> Experience:
+        for member in self.members:
+            experience = member.transform_experience(experience)
+        return experience
 
     def observe_dataset(self, time_step: TimeStep) -> None:
         for member in self.members:  # each member sees what it would see in training

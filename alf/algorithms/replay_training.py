@@ -44,7 +44,9 @@ def whole_buffer_mini_batches(experience: Experience, mini_batch_size: Optional[
 
 
 def preprocess_sampled(algorithm: Any, experience: Experience) -> Experience:
-    """``algorithm.preprocess_experience`` on a sampled ``[B, L]`` batch.
+    """``algorithm.preprocess_experience`` on a sampled ``[B, L]`` batch, after the data
+    transformer's ``transform_experience`` (replay-side transforms such as hindsight
+    relabeling, which read the buffer named by ``batch_info``).
 
     Its hook maps ``[B, L]`` fields (e.g. PPO's ``x[:, :-1]``); the per-sequence
     ``batch_info`` (``[B]`` tensors and the buffer object) would break such a map, so it is
@@ -54,6 +56,10 @@ def preprocess_sampled(algorithm: Any, experience: Experience) -> Experience:
     info = experience.batch_info
     if alf_nest.is_empty(info):
         return algorithm.preprocess_experience(experience)
+    transform = getattr(getattr(algorithm, "data_transformer", None), "transform_experience",
+                        None)
+    if transform is not None:
+        experience = transform(experience)
     out = algorithm.preprocess_experience(experience._replace(batch_info=()))
     return out._replace(batch_info=info) if alf_nest.is_empty(out.batch_info) else out
 

@@ -37,6 +37,10 @@ NOT_RUN: List[Tuple[str, str]] = [
     (r"minari_dataset import --id=mujoco/",
      "needs that Minari dataset in the local cache (`minari download`, network access)"),
     (r"^wandb sync ", "uploads to wandb.ai: needs network access and a W&B account"),
+    (r"venv_robotics",
+     "builds the separate gymnasium-robotics venv (mujoco 3.10, which the main venv's "
+     "mujoco 4.x for the locomotion examples excludes); tests/examples/test_fetch_reach_her.py "
+     "trains sac_her_fetch_reach.gin where it is installed"),
     (r"--(study|root)_dir=runs/results/",
      "a row of docs/results.md: hours of training at the field's budget; "
      "tests/docs/test_results_page.py parses it (its --conf exists, every --conf_param "

@@ -59,6 +59,12 @@ _NO_CASE = {
     # reference commit); they learn in bench/action_nest_learning.py, and V-trace on
     # their action nests is checked by tests/algorithms/test_action_nests.py
     "appo_grid_multidiscrete.gin", "appo_hybrid_action.gin",
+    # issue 42's hindsight-goal examples, new on this AVX-512 stack (no fixture to compare);
+    # trained with HER by tests/algorithms/test_hindsight_training.py
+    "dqn_bit_flipping.gin", "dqn_her_bit_flipping.gin",
+    # needs gymnasium-robotics with mujoco <= 3.10, which the main venv cannot hold (its
+    # mujoco 4.x runs the locomotion examples); tests/examples/test_fetch_reach_her.py
+    "sac_her_fetch_reach.gin",
 }
 
 
