@@ -50,6 +50,10 @@ setup(
         "minigrid": ["minigrid>=2.3"],
         # Minari import/export; packaging reads Minari's version
         "offline": ["minari[hdf5]>=0.5.4,<0.6", "packaging>=21"],
+        # gymnasium-robotics' Fetch tasks (sac_her_fetch_reach.gin): its 1.4.2 fails with
+        # mujoco >= 3.12, which gymnasium[mujoco] (the [mujoco]/[test] extras, the locomotion
+        # examples) installs, so this extra goes in a venv of its own (docs/hindsight_goals.md)
+        "robotics": ["gymnasium-robotics==1.4.2", "mujoco>=3.3.7,<3.11"],
         "video": ["imageio>=2.30", "imageio-ffmpeg>=0.4"],
         "plot": ["matplotlib>=3.5"],
         # alf.bin.sweep, alf.bin.pbt (Optuna's samplers, pruners and storages; lineage plots)

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Dict, Optional, Tuple, Type
 
 # optional features reachable from every command that builds envs or trainers
-_ENV_EXTRAS = ("atari", "mujoco", "envpool", "minigrid")
+_ENV_EXTRAS = ("atari", "mujoco", "envpool", "minigrid", "robotics")
 
 #: command module -> the extras it cannot run without (the docs say so too)
 REQUIRED: Dict[str, Tuple[str, ...]] = {
@@ -64,6 +64,7 @@ PACKAGE_EXTRAS: Dict[str, Tuple[str, ...]] = {
     "ale_py": ("atari",),
     "mujoco": ("mujoco",),
     "minigrid": ("minigrid",),
+    "gymnasium_robotics": ("robotics",),
     "envpool": ("envpool",),
 }
 
