@@ -27,7 +27,7 @@ simulator that allows one connection).
 import dataclasses
 import random
 import warnings
-from typing import Any, Callable, Optional, Set
+from typing import AbstractSet, Any, Callable, Optional, Set
 
 import gymnasium as gym
 import numpy as np
@@ -71,10 +71,15 @@ def check_environment(request: EnvRequest) -> None:
             try:
                 # the run's EnvErrorWrapper left out: the check names the call itself
                 wrapped = env.env if isinstance(env, EnvErrorWrapper) else env
-                _check_env(f"Environment '{name}'", env.unwrapped, request.seed)
+                # alf's specs only of the spaces the run sees, named on the bare env where
+                # its wrappers keep them: a wrapper may turn a space alf has no spec for
+                # into one it has (MiniGrid's MissionSpace through its observation wrapper)
+                kept = {attr for attr in _SPACES
+                        if getattr(wrapped, attr, None) is getattr(env.unwrapped, attr, None)}
+                _check_env(f"Environment '{name}'", env.unwrapped, request.seed, specs=kept)
                 if wrapped is not env.unwrapped:
                     _check_env(f"Environment '{name}' (through its wrappers)", wrapped,
-                               request.seed)
+                               request.seed, specs=set(_SPACES) - kept)
             finally:
                 _close_quietly(env)
     finally:
@@ -112,8 +117,13 @@ def _close_quietly(env: gym.Env) -> None:
         pass
 
 
-def _check_env(who: str, env: gym.Env, seed: int) -> None:
-    """Spaces, one reset and one step of ``env`` (bare or wrapped); ``who`` starts messages."""
+_SPACES = ("observation_space", "action_space")
+
+
+def _check_env(who: str, env: gym.Env, seed: int, specs: AbstractSet[str]) -> None:
+    """Spaces, one reset and one step of ``env`` (bare or wrapped); ``who`` starts messages.
+    ``specs``: the spaces (of ``_SPACES``) also checked for a spec alf has (those the run
+    sees)."""
     for attr, check, to_spec in (
             ("observation_space", check_observation_space, observation_spec_from_space),
             ("action_space", check_action_space, action_spec_from_space)):
@@ -123,7 +133,8 @@ def _check_env(who: str, env: gym.Env, seed: int) -> None:
             raise EnvCheckError(f"{who}: {attr}: {_one_line(e)} (set self.{attr} to a "
                                 f"gymnasium.spaces.Space in __init__)") from None
         try:  # a space alf has no spec for (Text, Graph, Sequence, ...)
-            to_spec(getattr(env, attr))
+            if attr in specs:
+                to_spec(getattr(env, attr))
         except UserError as e:
             raise EnvCheckError(f"{who}: {attr}: {e}") from None
     result = _call(who, "reset()", env.reset, seed=seed)
